@@ -1,0 +1,352 @@
+/**
+ * The run machine: one execution of an agent, `CREATED → QUEUED → RUNNING → COMPLETED | FAILED |
+ * CANCELLED` (DESIGN.md §5).
+ *
+ * @remarks
+ * The machine is pure: it never touches a clock, a signal or an agent. The world reaches it
+ * through three pieces of logic that the runtime supplies with `machine.provide(...)`:
+ * - `executor` runs the agent; it answers `agent.done` / `agent.error` and takes `executor.abort`;
+ * - `timer` sends its `event` back when the clock reaches the absolute time `at`;
+ * - `propagateCancel` forwards a recursive cancel to nested runs.
+ * Deadlines are absolute times in context, never `after` delays, so they survive a restore
+ * (xstate #5331). The only relative delay is the unwind budget, which is re-armed whenever
+ * a CANCELLED run starts unwinding.
+ *
+ * A terminal status is entered at once; the run is *settled* only when the executor has
+ * returned or thrown (CANCELLED.unwinding → settled), or has been abandoned after
+ * `unwindTimeoutMs` (→ abandoned). The session admits its next run only after that.
+ *
+ * @module
+ */
+import { assign, enqueueActions, fromCallback, sendTo, setup, spawnChild, stopChild } from 'xstate';
+import type { EventObject } from 'xstate';
+import {
+  CancelMode,
+  isSafePointMatch,
+  mergeCancelRequests,
+  type CancelCause,
+  type CancelRequest,
+  type SafePointKind,
+} from './cancel-request.js';
+
+/** The six statuses of a run, as read from the top level of its snapshot. */
+export type RunStatus = 'CREATED' | 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+
+/** Statuses after which nothing changes any more. */
+export const terminalRunStatuses: ReadonlySet<RunStatus> = new Set([
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+]);
+
+/** What the runtime knows about a run when it creates its actor. */
+export interface RunMachineInput {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  /** Total budget from `run.start` to a terminal status, queue time included (ms). */
+  readonly timeoutMs?: number | undefined;
+  /** How long a cancelled executor may take to settle before it is abandoned (ms). */
+  readonly unwindTimeoutMs: number;
+}
+
+/** Everything the run machine remembers. */
+export interface RunMachineContext {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  readonly timeoutMs: number | undefined;
+  readonly unwindTimeoutMs: number;
+  /** Absolute time (clock ms) of the total deadline, set by `run.start`. */
+  readonly deadlineAt: number | undefined;
+  /** The merge of every cancel request so far (pending while RUNNING.cancelling). */
+  readonly cancel: CancelRequest | undefined;
+  /** Counts the cancel requests that changed something; lets a caller tell `contributed`. */
+  readonly cancelSeq: number;
+  readonly interruptRequested: boolean;
+  readonly interruptMessage: string | undefined;
+  /** Whether the agent executor was ever started (a run cancelled before RUNNING has none). */
+  readonly executorStarted: boolean;
+  /** Set on entering CANCELLED. */
+  readonly cause: CancelCause | undefined;
+  /** A safe-point cancel that hit its deadline, or an immediate cancel that overrode one. */
+  readonly escalated: boolean;
+  readonly output: unknown;
+  readonly error: unknown;
+  /** True once the executor was abandoned after `unwindTimeoutMs`. */
+  readonly unsettled: boolean;
+  /** Counts escalation timers, so each gets a fresh child id. */
+  readonly timerSeq: number;
+}
+
+/** Events the run machine accepts. Times are absolute clock milliseconds. */
+export type RunMachineEvent =
+  | { type: 'run.start'; at: number }
+  | { type: 'run.admit' }
+  | { type: 'run.cancel'; request: CancelRequest }
+  | { type: 'run.interrupt'; message?: string | undefined }
+  | { type: 'run.safe_point'; kind: SafePointKind }
+  | { type: 'run.deadline' }
+  | { type: 'run.cancel_deadline' }
+  | { type: 'agent.done'; output: unknown }
+  | { type: 'agent.error'; error: unknown };
+
+/** What the executor logic receives as input. */
+export interface ExecutorInput {
+  readonly runId: string;
+}
+
+/** Sent to the executor child when the run's AbortSignal must fire. */
+export interface ExecutorAbortEvent {
+  type: 'executor.abort';
+  cause: CancelCause;
+  reason: string | undefined;
+}
+
+/** Input of the timer logic: send `event` back once the clock reaches `at`. */
+export interface TimerInput {
+  readonly at: number;
+  readonly event: RunMachineEvent;
+}
+
+const cancelledBy = (cause: CancelCause, reason?: string): CancelRequest => ({
+  mode: CancelMode.Immediate,
+  deadlineAt: undefined,
+  recursive: true,
+  cause,
+  reason,
+});
+
+/**
+ * The run machine definition. Use {@link runMachine}`.provide({ actors, actions })` to bind it.
+ *
+ * @remarks Transition table: DESIGN.md §5. The first terminal state wins; terminal states ignore
+ * every command.
+ */
+export const runMachine = setup({
+  types: {
+    context: {} as RunMachineContext,
+    events: {} as RunMachineEvent,
+    input: {} as RunMachineInput,
+  },
+  actors: {
+    /** Placeholder: the runtime provides the logic that runs the agent. */
+    executor: fromCallback<ExecutorAbortEvent, ExecutorInput>(() => undefined),
+    /** Placeholder: the runtime provides a timer bound to its clock. */
+    timer: fromCallback<EventObject, TimerInput>(() => undefined),
+  },
+  actions: {
+    /**
+     * Placeholder: the runtime forwards the merged cancel to the run's nested runs when it is
+     * `recursive` (and does nothing otherwise).
+     */
+    propagateCancel: (_, _request: CancelRequest | undefined) => undefined,
+    recordCancel: assign(({ context, event }) => {
+      if (event.type !== 'run.cancel') return {};
+      const cancel = mergeCancelRequests(context.cancel, event.request);
+      return cancel === context.cancel ? {} : { cancel, cancelSeq: context.cancelSeq + 1 };
+    }),
+    /** Before RUNNING an interrupt is a cancel (DESIGN.md §5). */
+    recordInterruptAsCancel: assign(({ context }) => ({
+      cancel: mergeCancelRequests(context.cancel, cancelledBy('cancel', 'interrupted')),
+      cancelSeq: context.cancelSeq + 1,
+    })),
+    recordTimeout: assign(({ context }) => ({
+      cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached'),
+      cause: 'timeout' as const,
+    })),
+    abortExecutor: sendTo('executor', ({ context }): ExecutorAbortEvent => ({
+      type: 'executor.abort',
+      cause: context.cause ?? context.cancel?.cause ?? 'cancel',
+      reason: context.cancel?.reason,
+    })),
+    /** Arms a fresh escalation timer when the merged deadline moved earlier. */
+    armEscalation: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'run.cancel') return;
+      const deadlineAt = context.cancel?.deadlineAt;
+      if (deadlineAt === undefined || deadlineAt !== event.request.deadlineAt) return;
+      enqueue.assign({ timerSeq: context.timerSeq + 1 });
+      enqueue.spawnChild('timer', {
+        id: `escalation-${context.timerSeq + 1}`,
+        input: { at: deadlineAt, event: { type: 'run.cancel_deadline' } },
+      });
+    }),
+  },
+  guards: {
+    isImmediate: ({ event }) =>
+      event.type === 'run.cancel' && event.request.mode === CancelMode.Immediate,
+    contributes: ({ context, event }) =>
+      event.type === 'run.cancel' &&
+      mergeCancelRequests(context.cancel, event.request) !== context.cancel,
+    escalatesToImmediate: ({ context, event }) =>
+      event.type === 'run.cancel' &&
+      mergeCancelRequests(context.cancel, event.request).mode === CancelMode.Immediate,
+    matchesSafePoint: ({ context, event }) =>
+      event.type === 'run.safe_point' &&
+      context.cancel !== undefined &&
+      isSafePointMatch(context.cancel.mode, event.kind),
+    hasDeadline: ({ context }) => context.timeoutMs !== undefined,
+    mustUnwind: ({ context }) => context.executorStarted,
+  },
+  delays: {
+    unwindTimeout: ({ context }) => context.unwindTimeoutMs,
+  },
+}).createMachine({
+  id: 'run',
+  initial: 'CREATED',
+  context: ({ input }) => ({
+    runId: input.runId,
+    ownerId: input.ownerId,
+    sessionId: input.sessionId,
+    timeoutMs: input.timeoutMs,
+    unwindTimeoutMs: input.unwindTimeoutMs,
+    deadlineAt: undefined,
+    cancel: undefined,
+    cancelSeq: 0,
+    interruptRequested: false,
+    interruptMessage: undefined,
+    executorStarted: false,
+    cause: undefined,
+    escalated: false,
+    output: undefined,
+    error: undefined,
+    unsettled: false,
+    timerSeq: 0,
+  }),
+  states: {
+    CREATED: {
+      on: {
+        'run.start': [
+          {
+            guard: 'hasDeadline',
+            target: 'QUEUED',
+            actions: [
+              assign({
+                deadlineAt: ({ context, event }) => event.at + (context.timeoutMs ?? 0),
+              }),
+              spawnChild('timer', {
+                id: 'deadline',
+                input: ({ context }) => ({
+                  at: context.deadlineAt ?? 0,
+                  event: { type: 'run.deadline' },
+                }),
+              }),
+            ],
+          },
+          { target: 'QUEUED' },
+        ],
+        'run.cancel': { target: 'CANCELLED', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED', actions: 'recordInterruptAsCancel' },
+      },
+    },
+    QUEUED: {
+      on: {
+        'run.admit': { target: 'RUNNING' },
+        'run.cancel': { target: 'CANCELLED', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED', actions: 'recordInterruptAsCancel' },
+        'run.deadline': { target: 'CANCELLED', actions: 'recordTimeout' },
+      },
+    },
+    RUNNING: {
+      initial: 'working',
+      entry: [
+        assign({ executorStarted: true }),
+        spawnChild('executor', {
+          id: 'executor',
+          input: ({ context }) => ({ runId: context.runId }),
+        }),
+      ],
+      on: {
+        'run.interrupt': {
+          guard: ({ context }) => !context.interruptRequested,
+          actions: assign({
+            interruptRequested: true,
+            interruptMessage: ({ event }) => event.message,
+          }),
+        },
+        'agent.done': {
+          target: 'COMPLETED',
+          actions: assign({ output: ({ event }) => event.output }),
+        },
+        'agent.error': {
+          target: 'FAILED',
+          actions: assign({ error: ({ event }) => event.error }),
+        },
+        'run.deadline': { target: 'CANCELLED', actions: ['recordTimeout', 'abortExecutor'] },
+      },
+      states: {
+        working: {
+          on: {
+            'run.cancel': [
+              {
+                guard: 'isImmediate',
+                target: '#run.CANCELLED',
+                actions: [
+                  'recordCancel',
+                  'abortExecutor',
+                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
+                ],
+              },
+              {
+                target: 'cancelling',
+                actions: [
+                  'recordCancel',
+                  'armEscalation',
+                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
+                ],
+              },
+            ],
+          },
+        },
+        cancelling: {
+          on: {
+            'run.cancel': [
+              {
+                guard: 'escalatesToImmediate',
+                target: '#run.CANCELLED',
+                actions: [
+                  'recordCancel',
+                  assign({ escalated: true }),
+                  'abortExecutor',
+                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
+                ],
+              },
+              {
+                guard: 'contributes',
+                actions: [
+                  'recordCancel',
+                  'armEscalation',
+                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
+                ],
+              },
+            ],
+            'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED' },
+            'run.cancel_deadline': {
+              target: '#run.CANCELLED',
+              actions: [assign({ escalated: true }), 'abortExecutor'],
+            },
+          },
+        },
+      },
+    },
+    COMPLETED: { entry: stopChild('executor') },
+    FAILED: { entry: stopChild('executor') },
+    CANCELLED: {
+      entry: assign({ cause: ({ context }) => context.cancel?.cause ?? 'cancel' }),
+      initial: 'deciding',
+      states: {
+        deciding: {
+          always: [{ guard: 'mustUnwind', target: 'unwinding' }, { target: 'settled' }],
+        },
+        unwinding: {
+          on: { 'agent.done': 'settled', 'agent.error': 'settled' },
+          after: {
+            unwindTimeout: { target: 'abandoned', actions: assign({ unsettled: true }) },
+          },
+        },
+        settled: { type: 'final', entry: stopChild('executor') },
+        abandoned: { type: 'final', entry: stopChild('executor') },
+      },
+    },
+  },
+});

@@ -1,0 +1,127 @@
+/**
+ * Typed errors. Every error runplane throws or rejects with is a {@link RunplaneError} with a
+ * stable `code`; the code also opens the message (`RUN_CANCELLED: run abc was cancelled`).
+ *
+ * @module
+ */
+import type { CancelCause } from '../machines/cancel-request.js';
+
+/** Every code a {@link RunplaneError} can carry (DESIGN.md §13). */
+export type RunplaneErrorCode =
+  | 'RUN_ALREADY_STARTED'
+  | 'RUN_CANCELLED'
+  | 'RUN_TIMEOUT'
+  | 'SESSION_BUSY'
+  | 'NOT_FOUND'
+  | 'INVALID_ARGUMENT'
+  | 'LATE_ITEMS_TAKEN'
+  | 'CHECKPOINT_CORRUPT'
+  | 'STORE_FAILED'
+  | 'SHUTTING_DOWN';
+
+/**
+ * The base class of every runplane error.
+ *
+ * @remarks `code` is the field to branch on; `message` starts with it; `cause` is kept.
+ */
+export class RunplaneError extends Error {
+  /** The stable, machine-readable kind of failure. */
+  readonly code: RunplaneErrorCode;
+
+  /**
+   * @param code - the error's {@link RunplaneErrorCode}
+   * @param message - a human sentence, without the code (it is prefixed)
+   * @param options - `{ cause }`, kept as `error.cause`
+   */
+  constructor(code: RunplaneErrorCode, message: string, options?: { cause?: unknown }) {
+    super(`${code}: ${message}`, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** `start()` (or `stream()`) was called on a run that was already started. Code `RUN_ALREADY_STARTED`. */
+export class RunAlreadyStartedError extends RunplaneError {
+  constructor(readonly runId: string) {
+    super('RUN_ALREADY_STARTED', `run ${runId} was already started`);
+  }
+}
+
+/**
+ * The run was cancelled. Code `RUN_CANCELLED`, or `RUN_TIMEOUT` when its total deadline passed.
+ *
+ * @remarks Thrown into the agent by `ctx.safePoint()` when a pending cancel lands there, and
+ * the rejection of `run.result()` for a cancelled run.
+ */
+export class RunCancelledError extends RunplaneError {
+  constructor(
+    readonly runId: string,
+    /** Why the run was cancelled (named `cancelCause`: `cause` is the standard error chain). */
+    readonly cancelCause: CancelCause,
+    readonly reason?: string,
+  ) {
+    super(
+      cancelCause === 'timeout' ? 'RUN_TIMEOUT' : 'RUN_CANCELLED',
+      cancelCause === 'timeout'
+        ? `run ${runId} passed its deadline`
+        : `run ${runId} was cancelled (${cancelCause}${reason ? `: ${reason}` : ''})`,
+    );
+  }
+}
+
+/** The session already has work and the run's strategy is `reject`. Code `SESSION_BUSY`. */
+export class SessionBusyError extends RunplaneError {
+  constructor(
+    readonly sessionId: string,
+    readonly activeRunId: string | undefined,
+  ) {
+    super(
+      'SESSION_BUSY',
+      `session ${sessionId} is busy with run ${activeRunId ?? '(queued work)'}`,
+    );
+  }
+}
+
+/** An argument or option is invalid. Code `INVALID_ARGUMENT`; `field` names it. */
+export class InvalidArgumentError extends RunplaneError {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super('INVALID_ARGUMENT', message);
+  }
+}
+
+/** The runtime is shutting down and takes no new work. Code `SHUTTING_DOWN`. */
+export class ShuttingDownError extends RunplaneError {
+  constructor() {
+    super('SHUTTING_DOWN', 'the runtime is shutting down and accepts no new runs');
+  }
+}
+
+/** Nothing with that key exists for this owner. Code `NOT_FOUND`. */
+export class NotFoundError extends RunplaneError {
+  constructor(what: string) {
+    super('NOT_FOUND', `${what} was not found`);
+  }
+}
+
+/**
+ * Whether `error`, or any error in its `cause` chain, is a cancellation.
+ *
+ * @example
+ * ```ts
+ * try { await run.result(); } catch (e) { if (isCancellation(e)) console.log('stopped'); }
+ * ```
+ */
+export function isCancellation(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  let current: unknown = error;
+  while (current instanceof Error && !seen.has(current)) {
+    if (current instanceof RunCancelledError) return true;
+    if (current.name === 'AbortError') return true;
+    seen.add(current);
+    current = current.cause;
+  }
+  return false;
+}

@@ -1,0 +1,72 @@
+/**
+ * The agent contract (DESIGN.md §7): what runplane runs, and what it hands the agent.
+ *
+ * @module
+ */
+import type { SafePointKind } from '../../machines/cancel-request.js';
+import type { Clock } from '../clock.js';
+import type { AgentRun } from './agent-run.js';
+
+/**
+ * An agent: any async function of an input and a {@link RunContext}.
+ *
+ * @remarks The agent should honour `ctx.signal` (pass it to fetch, SDKs, tools), call
+ * `ctx.safePoint(kind)` at its clean boundaries, and check `ctx.interruptRequested` to finish
+ * early with a recovery output. Whatever it returns is the run's output; whatever it throws
+ * makes the run FAILED (unless a cancel already won).
+ *
+ * @example
+ * ```ts
+ * const echo: Agent<string, string> = { execute: async (text) => text };
+ * ```
+ */
+export interface Agent<TInput = unknown, TOutput = unknown> {
+  execute(input: TInput, ctx: RunContext): Promise<TOutput>;
+}
+
+/** Options of {@link RunContext.spawn}. */
+export interface SpawnOptions {
+  /** Total budget of the nested run, in ms. */
+  readonly timeoutMs?: number;
+}
+
+/** What an executing agent sees of its run. */
+export interface RunContext {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  /** Aborted on an immediate cancel, an escalation, a timeout or an external signal. */
+  readonly signal: AbortSignal;
+  /** The runtime's clock: wait on it (see `sleep`) so tests can drive time. */
+  readonly clock: Clock;
+  /** True once `interrupt()` reached this run while RUNNING; finish with a recovery output. */
+  readonly interruptRequested: boolean;
+  /** The message passed to the first `interrupt(message)`, if any. */
+  readonly interruptMessage: string | undefined;
+  /**
+   * Logs an event of this run (`type` should be dot-namespaced, e.g. `agent.message`).
+   * Dropped once the run is terminal: a late executor cannot write into the log.
+   */
+  emit(type: string, payload?: Record<string, unknown>): void;
+  /**
+   * Reports a safe point. Throws {@link RunCancelledError} (code `RUN_CANCELLED`) when a pending
+   * safe-point cancel matches `kind`, or when the run is already cancelled.
+   *
+   * @param kind - `'afterChatModel'` or `'afterToolCalls'`
+   * @param state - optional agent state captured here (kept as the run's last safe-point state)
+   */
+  safePoint(kind: SafePointKind, state?: unknown): void;
+  /**
+   * Starts a nested run of `agent` in this run's session, outside the session queue. A
+   * recursive cancel of this run reaches it; when this run ends, a nested run still going is
+   * cancelled.
+   *
+   * @returns the nested run (already started); await `result()` for its output
+   * @throws {@link RunCancelledError} when this run is already terminal
+   */
+  spawn<TInput, TOutput>(
+    agent: Agent<TInput, TOutput>,
+    input: TInput,
+    options?: SpawnOptions,
+  ): AgentRun<TOutput>;
+}

@@ -1,0 +1,569 @@
+/**
+ * createRuntime: the entry point. Holds the live runs, the session actors and the event log,
+ * and binds the pure machines to them.
+ *
+ * @module
+ */
+import { fromCallback, type EventObject, type InspectionEvent, type Observer } from 'xstate';
+import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
+import {
+  runMachine,
+  type ExecutorAbortEvent,
+  type ExecutorInput,
+  type TimerInput,
+} from '../../machines/run.machine.js';
+import { sessionMachine, type SessionStrategy } from '../../machines/session.machine.js';
+import { z } from 'zod';
+import { sleep, systemClock, type Clock } from '../clock.js';
+import { InvalidArgumentError, SessionBusyError, ShuttingDownError } from '../errors.js';
+import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
+import { createMemoryEventLog } from '../events/memory-event-log.js';
+import { createRunId } from '../ids.js';
+import type { Agent, SpawnOptions } from '../run/agent.js';
+import { AgentRun, type CancelOptions } from '../run/agent-run.js';
+import type { RunOutcome } from '../run/run-outcome.js';
+import { SessionHost, type Session } from '../session/session.js';
+import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
+import { RunSlots } from './run-slots.js';
+import type { RuntimeCore } from './runtime-core.js';
+
+/** Options of {@link createRuntime}. Every field is optional. */
+export interface RuntimeOptions {
+  /** Time source for every timer and deadline. @default the system clock */
+  readonly clock?: Clock;
+  /** XState inspection observer handed to every run and session actor (e.g. `@statelyai/inspect`). */
+  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+  /** Where events are logged. @default an in-memory log */
+  readonly stores?: { readonly eventLog?: EventLog };
+  /** How long a cancelled agent may ignore its signal before it is abandoned, in ms. @default 5000 */
+  readonly unwindTimeoutMs?: number;
+  /** How long an idle session actor is kept before it is stopped, in ms. @default 60000 */
+  readonly sessionIdleTtlMs?: number;
+  /** Cap on top-level runs RUNNING at once across all sessions; a positive integer. @default unlimited */
+  readonly maxConcurrentRuns?: number;
+  /** Receives errors that must not escape: a throwing event listener, an actor bug. @default console.error */
+  readonly reportError?: (error: unknown) => void;
+}
+
+/** Options of {@link Runtime.prepare}. */
+export interface PrepareOptions<TInput, TOutput> {
+  /** The authenticated user; never taken from a request body. */
+  readonly ownerId: string;
+  /** The conversation; runs of one (ownerId, sessionId) run one at a time. */
+  readonly sessionId: string;
+  readonly agent: Agent<TInput, TOutput>;
+  readonly input: TInput;
+  /** Total budget from `start()` to a terminal status, queue time included, in ms. */
+  readonly timeoutMs?: number;
+  /** Aborting it cancels the run immediately (cause `signal`). */
+  readonly signal?: AbortSignal;
+  /** What to do when the session is busy. @default 'enqueue' */
+  readonly strategy?: SessionStrategy;
+  /** For `interrupt` / `preempt`: the active run's grace before it is cancelled, in ms. @default 5000 */
+  readonly graceMs?: number;
+  /** Use this run id instead of a fresh nanoid; must be unused. */
+  readonly runId?: string;
+}
+
+/** The live-run registry: find and control runs by (ownerId, sessionId, runId). */
+export interface RunRegistry {
+  /** A live run, or `undefined` (also for a wrong owner or session). */
+  find(ownerId: string, sessionId: string, runId: string): AgentRun<unknown> | undefined;
+  /**
+   * Cancels exactly that run.
+   *
+   * @returns `'accepted'` (live), `'ended'` (it existed and is over) or `'not_found'` (never
+   *   existed for this owner and session)
+   */
+  cancel(
+    ownerId: string,
+    sessionId: string,
+    runId: string,
+    options?: CancelOptions,
+  ): 'accepted' | 'not_found' | 'ended';
+  /** Interrupts exactly that run; same answers as {@link RunRegistry.cancel}. */
+  interrupt(
+    ownerId: string,
+    sessionId: string,
+    runId: string,
+    message?: string,
+  ): 'accepted' | 'not_found' | 'ended';
+  /** Number of live (not yet settled) runs. */
+  readonly size: number;
+}
+
+/** A runplane runtime. */
+export interface Runtime {
+  /** The clock every timer runs on. */
+  readonly clock: Clock;
+  /** The event log all sessions write to. */
+  readonly eventLog: EventLog;
+  /** The live-run registry. */
+  readonly runs: RunRegistry;
+  /**
+   * Creates a run in status CREATED, already registered. Call `start()` (or `stream()`) to queue it.
+   *
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad field
+   * @throws {@link ShuttingDownError} (`SHUTTING_DOWN`) after `shutdown()` began
+   */
+  prepare<TInput, TOutput>(options: PrepareOptions<TInput, TOutput>): AgentRun<TOutput>;
+  /** The handle of one session. */
+  session(ownerId: string, sessionId: string): Session;
+  /**
+   * Subscribes to every logged event of every session. A throwing listener is reported and
+   * cannot affect any run.
+   *
+   * @returns an unsubscribe function
+   */
+  onEvent(listener: (event: RunplaneEvent, key: SessionKey) => void): () => void;
+  /**
+   * Stops gracefully: refuses new runs, cancels CREATED and QUEUED runs (cause `shutdown`),
+   * interrupts RUNNING ones, waits `graceMs`, cancels what is left, stops every actor.
+   *
+   * @returns `{ drained }`: true when every running run finished on its own within `graceMs`
+   */
+  shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean }>;
+}
+
+const strategies = ['enqueue', 'reject', 'interrupt', 'preempt'] as const;
+
+const runtimeOptionsSchema = z.object({
+  unwindTimeoutMs: durationMs.optional(),
+  sessionIdleTtlMs: durationMs.optional(),
+  maxConcurrentRuns: z
+    .number({ error: 'a positive integer' })
+    .int({ error: 'a positive integer' })
+    .positive({ error: 'a positive integer' })
+    .optional(),
+});
+
+const prepareSchema = z.object({
+  ownerId: nonEmptyString,
+  sessionId: nonEmptyString,
+  agent: z.custom<Agent>(
+    (value) =>
+      typeof value === 'object' && value !== null && typeof (value as Agent).execute === 'function',
+    { error: 'an agent with an execute(input, ctx) method' },
+  ),
+  timeoutMs: durationMs.optional(),
+  graceMs: durationMs.optional(),
+  strategy: z.enum(strategies, { error: `one of ${strategies.join(', ')}` }).optional(),
+  runId: nonEmptyString.optional(),
+  signal: z
+    .custom<AbortSignal>((value) => value instanceof AbortSignal, { error: 'an AbortSignal' })
+    .optional(),
+});
+
+const keyOf = (ownerId: string, sessionId: string) => `${ownerId}\u0000${sessionId}`;
+
+const shutdownRequest = (reason: string): CancelRequest => ({
+  mode: CancelMode.Immediate,
+  deadlineAt: undefined,
+  recursive: true,
+  cause: 'shutdown',
+  reason,
+});
+
+/**
+ * Creates a runtime.
+ *
+ * @param options - {@link RuntimeOptions}
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for an invalid option
+ * @example
+ * ```ts
+ * const runtime = createRuntime();
+ * const run = runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent, input: 'hi' });
+ * run.start();
+ * console.log(await run.result());
+ * ```
+ */
+export function createRuntime(options: RuntimeOptions = {}): Runtime {
+  parseOptions(runtimeOptionsSchema, options, 'options');
+  const clock = options.clock ?? systemClock;
+  const eventLog = options.stores?.eventLog ?? createMemoryEventLog();
+  const unwindTimeoutMs = options.unwindTimeoutMs ?? 5_000;
+  const sessionIdleTtlMs = options.sessionIdleTtlMs ?? 60_000;
+  const reportError =
+    options.reportError ?? ((error: unknown) => console.error('[runplane]', error));
+  const inspect = options.inspect;
+
+  const liveRuns = new Map<string, AgentRun<unknown>>();
+  const usedRunIds = new Set<string>();
+  const strategyOf = new Map<string, { strategy: SessionStrategy; graceMs: number }>();
+  const sessions = new Map<string, SessionHost>();
+  const listeners = new Set<(event: RunplaneEvent, key: SessionKey) => void>();
+  const slots = new RunSlots(options.maxConcurrentRuns ?? Number.POSITIVE_INFINITY);
+  let shuttingDown = false;
+  let shutdownResult: Promise<{ drained: boolean }> | undefined;
+
+  const timer = fromCallback<EventObject, TimerInput>(({ input, sendBack }) => {
+    const handle = clock.setTimeout(
+      () => sendBack(input.event),
+      Math.max(0, input.at - clock.now()),
+    );
+    return () => clock.clearTimeout(handle);
+  });
+
+  const boundRunMachine = runMachine.provide({
+    actors: {
+      executor: fromCallback<ExecutorAbortEvent, ExecutorInput>(({ input, sendBack, receive }) => {
+        liveRuns.get(input.runId)?.execute(sendBack, receive);
+      }),
+      timer,
+    },
+    actions: {
+      propagateCancel: ({ context }, request) => {
+        if (request?.recursive !== true) return;
+        const run = liveRuns.get(context.runId);
+        for (const child of run?.children ?? []) child.cancelWith(request);
+      },
+    },
+  });
+
+  const hostFor = (key: SessionKey): SessionHost | undefined =>
+    sessions.get(keyOf(key.ownerId, key.sessionId));
+
+  const boundSessionMachine = sessionMachine.provide({
+    actions: {
+      requestSlot: ({ context }) => {
+        const host = hostFor(context);
+        if (host !== undefined) slots.request(host);
+      },
+      withdrawSlotRequest: ({ context }) => {
+        const host = hostFor(context);
+        if (host !== undefined) slots.withdraw(host);
+      },
+      releaseSlot: () => slots.release(),
+      admitRun: ({ context }, runId) => {
+        const run = liveRuns.get(runId);
+        // A run cancelled while its admission was in flight is settled already: free the slot.
+        if (run === undefined || !run.admit()) {
+          hostFor(context)?.actor.send({ type: 'session.run_settled', runId });
+        }
+      },
+      interruptRun: (_, runId) => {
+        liveRuns.get(runId)?.interrupt('interrupted by a newer run');
+      },
+      cancelRuns: (_, params) => {
+        for (const runId of params.runIds) {
+          liveRuns.get(runId)?.cancelWith({
+            mode: params.mode,
+            deadlineAt: params.timeoutMs === undefined ? undefined : clock.now() + params.timeoutMs,
+            recursive: true,
+            cause: params.cause,
+            reason: 'preempted by a newer run',
+          });
+        }
+      },
+    },
+  });
+
+  const obtainHost = (ownerId: string, sessionId: string): SessionHost => {
+    const key = keyOf(ownerId, sessionId);
+    let host = sessions.get(key);
+    if (host === undefined) {
+      const created = new SessionHost(
+        { ownerId, sessionId },
+        boundSessionMachine,
+        { clock, inspect },
+        reportError,
+      );
+      created.actor.subscribe((snapshot) => {
+        if (snapshot.matches('idle')) armEviction(created);
+        else disarmEviction(created);
+      });
+      sessions.set(key, created);
+      armEviction(created);
+      host = created;
+    }
+    return host;
+  };
+
+  function armEviction(host: SessionHost): void {
+    if (host.evictionTimer !== undefined || shuttingDown) return;
+    host.evictionTimer = clock.setTimeout(() => {
+      host.evictionTimer = undefined;
+      if (!host.idle) return;
+      host.actor.stop();
+      sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
+    }, sessionIdleTtlMs);
+  }
+
+  function disarmEviction(host: SessionHost): void {
+    if (host.evictionTimer === undefined) return;
+    clock.clearTimeout(host.evictionTimer);
+    host.evictionTimer = undefined;
+  }
+
+  const append = (run: AgentRun<unknown>, type: string, payload: Record<string, unknown>): void => {
+    const key = { ownerId: run.ownerId, sessionId: run.sessionId };
+    const event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
+    for (const listener of listeners) {
+      try {
+        listener(event, key);
+      } catch (error) {
+        reportError(error);
+      }
+    }
+  };
+
+  const createRun = <TOutput>(init: {
+    ownerId: string;
+    sessionId: string;
+    agent: Agent<unknown, TOutput>;
+    input: unknown;
+    timeoutMs: number | undefined;
+    signal: AbortSignal | undefined;
+    runId: string | undefined;
+    parent: AgentRun<unknown> | undefined;
+  }): AgentRun<TOutput> => {
+    const runId = init.runId ?? createRunId();
+    if (usedRunIds.has(runId) || liveRuns.has(runId)) {
+      throw new InvalidArgumentError(
+        'runId',
+        `expected \`runId\` to be unused, got ${JSON.stringify(runId)}`,
+      );
+    }
+    const run = new AgentRun<TOutput>({ ...init, core, runId });
+    liveRuns.set(runId, run);
+    if (init.runId !== undefined) usedRunIds.add(runId);
+    run.activate();
+    return run;
+  };
+
+  const core: RuntimeCore = {
+    clock,
+    eventLog,
+    unwindTimeoutMs,
+    runMachine: boundRunMachine,
+    inspect,
+    startRun(run) {
+      if (run.parentRunId !== undefined) {
+        run.enqueue();
+        run.admit();
+        return;
+      }
+      const host = obtainHost(run.ownerId, run.sessionId);
+      const { strategy, graceMs } = strategyOf.get(run.id) ?? {
+        strategy: 'enqueue',
+        graceMs: 5_000,
+      };
+      if (strategy === 'reject' && host.busy) {
+        run.cancelWith({ ...shutdownRequest('session busy'), cause: 'cancel' });
+        throw new SessionBusyError(run.sessionId, host.activeRunId);
+      }
+      run.enqueue();
+      if (run.status !== 'QUEUED') return;
+      host.actor.send({
+        type: 'session.enqueue',
+        runId: run.id,
+        strategy: strategy === 'reject' ? 'enqueue' : strategy,
+        graceMs,
+      });
+    },
+    spawnNested(parent, agent, input, spawnOptions: SpawnOptions | undefined) {
+      if (shuttingDown) throw new ShuttingDownError();
+      const child = createRun({
+        ownerId: parent.ownerId,
+        sessionId: parent.sessionId,
+        agent,
+        input,
+        timeoutMs: spawnOptions?.timeoutMs,
+        signal: undefined,
+        runId: undefined,
+        parent,
+      });
+      child.start();
+      return child;
+    },
+    appendEvent: append,
+    onStatusChange(run, from, to, context) {
+      const topLevel = run.parentRunId === undefined;
+      if (to === 'QUEUED' && topLevel) append(run, 'session.run_queued', { run_id: run.id });
+      if (to === 'RUNNING' && topLevel) append(run, 'session.run_started', { run_id: run.id });
+      append(run, 'run.status', { from, to });
+      if (to === 'COMPLETED') {
+        append(run, 'run.completed', {
+          reason: context.interruptRequested ? 'interrupted' : 'completed',
+        });
+      } else if (to === 'FAILED') {
+        const error = context.error;
+        append(run, 'run.failed', {
+          error: error instanceof Error ? error.message : String(error),
+        });
+      } else if (to === 'CANCELLED') {
+        append(run, 'run.cancelled', {
+          cause: context.cause ?? 'cancel',
+          escalated: context.escalated,
+          reason: context.cancel?.reason ?? null,
+        });
+        if (from === 'QUEUED' && topLevel) {
+          hostFor(run)?.actor.send({ type: 'session.dequeue', runId: run.id });
+        }
+      }
+    },
+    onSettled(run, outcome: RunOutcome<unknown>) {
+      if (outcome.status === 'CANCELLED' && outcome.unsettled) {
+        append(run, 'run.unsettled', { unwind_timeout_ms: unwindTimeoutMs });
+      }
+      liveRuns.delete(run.id);
+      strategyOf.delete(run.id);
+      if (run.parentRunId === undefined) {
+        const host = hostFor(run);
+        if (host?.activeRunId === run.id)
+          host.actor.send({ type: 'session.run_settled', runId: run.id });
+      }
+    },
+    reportError,
+  };
+
+  const answer = (
+    ownerId: string,
+    sessionId: string,
+    runId: string,
+    act: (run: AgentRun<unknown>) => void,
+  ): 'accepted' | 'not_found' | 'ended' => {
+    const run = liveRuns.get(runId);
+    if (run !== undefined && run.ownerId === ownerId && run.sessionId === sessionId) {
+      if (run.status === 'COMPLETED' || run.status === 'FAILED' || run.status === 'CANCELLED')
+        return 'ended';
+      act(run);
+      return 'accepted';
+    }
+    return eventLog.hasRun({}, { ownerId, sessionId }, runId) ? 'ended' : 'not_found';
+  };
+
+  const runs: RunRegistry = {
+    find(ownerId, sessionId, runId) {
+      const run = liveRuns.get(runId);
+      return run !== undefined && run.ownerId === ownerId && run.sessionId === sessionId
+        ? run
+        : undefined;
+    },
+    cancel: (ownerId, sessionId, runId, cancelOptions) =>
+      answer(ownerId, sessionId, runId, (run) => run.cancel(cancelOptions)),
+    interrupt: (ownerId, sessionId, runId, message) =>
+      answer(ownerId, sessionId, runId, (run) => run.interrupt(message)),
+    get size() {
+      return liveRuns.size;
+    },
+  };
+
+  const session = (ownerId: string, sessionId: string): Session => {
+    parseOptions(
+      z.object({ ownerId: nonEmptyString, sessionId: nonEmptyString }),
+      { ownerId, sessionId },
+      'session',
+    );
+    const peek = () => sessions.get(keyOf(ownerId, sessionId));
+    return {
+      ownerId,
+      sessionId,
+      get activeRunId() {
+        return peek()?.activeRunId;
+      },
+      get queuedRunIds() {
+        return peek()?.queuedRunIds ?? [];
+      },
+      interrupt(message) {
+        const activeRunId = peek()?.activeRunId;
+        const run = activeRunId === undefined ? undefined : liveRuns.get(activeRunId);
+        if (run === undefined || run.status !== 'RUNNING') return 'idle';
+        run.interrupt(message);
+        return 'accepted';
+      },
+      cancelAll(cancelAllOptions = {}) {
+        const host = peek();
+        if (host === undefined) return 0;
+        const ids = host.queuedRunIds;
+        if (cancelAllOptions.includeActive === true && host.activeRunId !== undefined)
+          ids.unshift(host.activeRunId);
+        let cancelled = 0;
+        for (const runId of ids) {
+          if (liveRuns.get(runId)?.cancel({ reason: 'cancelAll' }).contributed === true)
+            cancelled++;
+        }
+        return cancelled;
+      },
+      onIdle() {
+        return peek()?.onIdle() ?? Promise.resolve();
+      },
+    };
+  };
+
+  const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
+    shutdownResult ??= (async () => {
+      const { graceMs } = parseOptions(
+        z.object({ graceMs: durationMs.optional() }),
+        shutdownOptions,
+        'options',
+      );
+      shuttingDown = true;
+      const all = [...liveRuns.values()];
+      // Cancel waiting work first, so that nothing queued is admitted as running runs end.
+      for (const run of all) {
+        if (run.status === 'CREATED' || run.status === 'QUEUED')
+          run.cancelWith(shutdownRequest('runtime shutdown'));
+      }
+      for (const run of all) if (run.status === 'RUNNING') run.interrupt('runtime shutdown');
+      const settledAll = Promise.all(all.map((run) => run.termination));
+      const grace = new AbortController();
+      const timedOut = await Promise.race([
+        settledAll.then(() => false),
+        sleep(clock, graceMs ?? 10_000, grace.signal).then(
+          () => true,
+          () => false,
+        ),
+      ]);
+      grace.abort();
+      let drained = !timedOut;
+      if (timedOut) {
+        const left = [...liveRuns.values()];
+        for (const run of left) run.cancelWith(shutdownRequest('shutdown grace period over'));
+        await Promise.all(left.map((run) => run.termination));
+      }
+      const outcomes = await settledAll;
+      if (outcomes.some((o) => o.status === 'CANCELLED' && o.unsettled)) drained = false;
+      for (const host of sessions.values()) {
+        disarmEviction(host);
+        host.actor.stop();
+      }
+      sessions.clear();
+      return { drained };
+    })();
+    return shutdownResult;
+  };
+
+  return {
+    clock,
+    eventLog,
+    runs,
+    prepare<TInput, TOutput>(prepareOptions: PrepareOptions<TInput, TOutput>): AgentRun<TOutput> {
+      const parsed = parseOptions(prepareSchema, prepareOptions, 'options');
+      if (shuttingDown) throw new ShuttingDownError();
+      const run = createRun<TOutput>({
+        ownerId: parsed.ownerId,
+        sessionId: parsed.sessionId,
+        agent: prepareOptions.agent,
+        input: prepareOptions.input,
+        timeoutMs: parsed.timeoutMs,
+        signal: parsed.signal,
+        runId: parsed.runId,
+        parent: undefined,
+      });
+      if (parsed.strategy !== undefined || parsed.graceMs !== undefined) {
+        strategyOf.set(run.id, {
+          strategy: parsed.strategy ?? 'enqueue',
+          graceMs: parsed.graceMs ?? 5_000,
+        });
+      }
+      return run;
+    },
+    session,
+    onEvent(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    shutdown,
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * Option validation on zod, with one error shape: `INVALID_ARGUMENT: expected \`name\` to be
+ * <constraint>, got <value>`.
+ *
+ * @module
+ */
+import { z } from 'zod';
+import { InvalidArgumentError } from './errors.js';
+
+const show = (value: unknown): string => {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'function') return 'a function';
+  if (value === undefined || value === null || typeof value !== 'object') return String(value);
+  try {
+    return JSON.stringify(value).slice(0, 80);
+  } catch {
+    return 'an object';
+  }
+};
+
+/** A non-empty string field. */
+export const nonEmptyString = z
+  .string({ error: 'a non-empty string' })
+  .min(1, { error: 'a non-empty string' });
+/** A non-negative, finite number of milliseconds. */
+export const durationMs = z
+  .number({ error: 'a non-negative number of milliseconds' })
+  .finite({ error: 'a non-negative number of milliseconds' })
+  .nonnegative({ error: 'a non-negative number of milliseconds' });
+
+/**
+ * Parses `value` with `schema`, throwing {@link InvalidArgumentError} for the first issue.
+ *
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the field
+ */
+export function parseOptions<T>(schema: z.ZodType<T>, value: unknown, name: string): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const path = issue?.path.map(String).join('.') || name;
+  let got: unknown = value;
+  for (const part of issue?.path ?? []) {
+    got =
+      got !== null && typeof got === 'object'
+        ? (got as Record<PropertyKey, unknown>)[part]
+        : undefined;
+  }
+  throw new InvalidArgumentError(
+    path,
+    `expected \`${path}\` to be ${issue?.message ?? 'valid'}, got ${show(got)}`,
+  );
+}
