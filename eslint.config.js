@@ -2,7 +2,16 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'visualizations/', 'coverage/'] },
+  {
+    ignores: [
+      'dist/',
+      'node_modules/',
+      'visualizations/',
+      'coverage/',
+      'scratch/',
+      'test-artifacts/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -12,7 +21,10 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
     },
   },
   {
@@ -23,13 +35,32 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'path', 'http', 'net', 'child_process', 'os', 'crypto'], message: 'machines/ must stay free of Node APIs and I/O.' },
-            { group: ['../src/*', '../src', '**/src/**'], message: 'machines/ must not import from src/.' },
+            {
+              group: ['node:*', 'fs', 'path', 'http', 'net', 'child_process', 'os', 'crypto'],
+              message: 'machines/ must stay free of Node APIs and I/O.',
+            },
+            {
+              group: ['../src/*', '../src', '**/src/**'],
+              message: 'machines/ must not import from src/.',
+            },
           ],
         },
       ],
-      'no-restricted-globals': ['error', 'process', 'setTimeout', 'setInterval', 'Date', 'fetch', 'console'],
+      'no-restricted-globals': [
+        'error',
+        'process',
+        'setTimeout',
+        'setInterval',
+        'Date',
+        'fetch',
+        'console',
+      ],
     },
+  },
+  {
+    // Test agents are often `async` without awaiting: that is the point of them.
+    files: ['test/**/*.ts'],
+    rules: { '@typescript-eslint/require-await': 'off' },
   },
   {
     files: ['eslint.config.js'],

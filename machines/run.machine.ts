@@ -4,8 +4,10 @@
  *
  * @remarks
  * The machine is pure: it never touches a clock, a signal or an agent. The world reaches it
- * through three pieces of logic that the runtime supplies with `machine.provide(...)`:
- * - `executor` runs the agent; it answers `agent.done` / `agent.error` and takes `executor.abort`;
+ * through pieces the runtime supplies with `machine.provide(...)`:
+ * - `startExecutor` runs the agent, which answers with `agent.done` / `agent.error`;
+ *   `abortExecutor` fires the run's AbortSignal. (Actions rather than a child actor: spawning
+ *   a callback actor per run cost about a fifth of the whole lifecycle.)
  * - `timer` sends its `event` back when the clock reaches the absolute time `at`;
  * - `propagateCancel` forwards a recursive cancel to nested runs.
  * Deadlines are absolute times in context, never `after` delays, so they survive a restore
@@ -18,7 +20,7 @@
  *
  * @module
  */
-import { assign, enqueueActions, fromCallback, sendTo, setup, spawnChild, stopChild } from 'xstate';
+import { assign, enqueueActions, fromCallback, setup, spawnChild } from 'xstate';
 import type { EventObject } from 'xstate';
 import {
   CancelMode,
@@ -28,6 +30,7 @@ import {
   type CancelRequest,
   type SafePointKind,
 } from './cancel-request.js';
+import type { TimerInput } from './clock-timer.js';
 
 /** The six statuses of a run, as read from the top level of its snapshot. */
 export type RunStatus = 'CREATED' | 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
@@ -91,23 +94,20 @@ export type RunMachineEvent =
   | { type: 'agent.done'; output: unknown }
   | { type: 'agent.error'; error: unknown };
 
-/** What the executor logic receives as input. */
-export interface ExecutorInput {
-  readonly runId: string;
+/** Parameters of the `abortExecutor` action: why the run's AbortSignal fires. */
+export interface ExecutorAbortParams {
+  readonly cause: CancelCause;
+  readonly reason: string | undefined;
 }
 
-/** Sent to the executor child when the run's AbortSignal must fire. */
-export interface ExecutorAbortEvent {
-  type: 'executor.abort';
-  cause: CancelCause;
-  reason: string | undefined;
-}
-
-/** Input of the timer logic: send `event` back once the clock reaches `at`. */
-export interface TimerInput {
-  readonly at: number;
-  readonly event: RunMachineEvent;
-}
+/** Fires the run's AbortSignal with the cause recorded so far. */
+const abortExecutor = {
+  type: 'abortExecutor',
+  params: ({ context }: { context: RunMachineContext }): ExecutorAbortParams => ({
+    cause: context.cause ?? context.cancel?.cause ?? 'cancel',
+    reason: context.cancel?.reason,
+  }),
+} as const;
 
 const cancelledBy = (cause: CancelCause, reason?: string): CancelRequest => ({
   mode: CancelMode.Immediate,
@@ -130,12 +130,14 @@ export const runMachine = setup({
     input: {} as RunMachineInput,
   },
   actors: {
-    /** Placeholder: the runtime provides the logic that runs the agent. */
-    executor: fromCallback<ExecutorAbortEvent, ExecutorInput>(() => undefined),
-    /** Placeholder: the runtime provides a timer bound to its clock. */
+    /** Placeholder: the runtime provides `fromClockTimer(clock)` (see clock-timer.ts). */
     timer: fromCallback<EventObject, TimerInput>(() => undefined),
   },
   actions: {
+    /** Placeholder: the runtime starts the agent of run `runId`. */
+    startExecutor: (_, _runId: string) => undefined,
+    /** Placeholder: the runtime fires the run's AbortSignal. */
+    abortExecutor: (_, _params: ExecutorAbortParams) => undefined,
     /**
      * Placeholder: the runtime forwards the merged cancel to the run's nested runs when it is
      * `recursive` (and does nothing otherwise).
@@ -154,11 +156,6 @@ export const runMachine = setup({
     recordTimeout: assign(({ context }) => ({
       cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached'),
       cause: 'timeout' as const,
-    })),
-    abortExecutor: sendTo('executor', ({ context }): ExecutorAbortEvent => ({
-      type: 'executor.abort',
-      cause: context.cause ?? context.cancel?.cause ?? 'cancel',
-      reason: context.cancel?.reason,
     })),
     /** Arms a fresh escalation timer when the merged deadline moved earlier. */
     armEscalation: enqueueActions(({ context, event, enqueue }) => {
@@ -251,10 +248,7 @@ export const runMachine = setup({
       initial: 'working',
       entry: [
         assign({ executorStarted: true }),
-        spawnChild('executor', {
-          id: 'executor',
-          input: ({ context }) => ({ runId: context.runId }),
-        }),
+        { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
       on: {
         'run.interrupt': {
@@ -272,7 +266,7 @@ export const runMachine = setup({
           target: 'FAILED',
           actions: assign({ error: ({ event }) => event.error }),
         },
-        'run.deadline': { target: 'CANCELLED', actions: ['recordTimeout', 'abortExecutor'] },
+        'run.deadline': { target: 'CANCELLED', actions: ['recordTimeout', abortExecutor] },
       },
       states: {
         working: {
@@ -283,7 +277,7 @@ export const runMachine = setup({
                 target: '#run.CANCELLED',
                 actions: [
                   'recordCancel',
-                  'abortExecutor',
+                  abortExecutor,
                   { type: 'propagateCancel', params: ({ context }) => context.cancel },
                 ],
               },
@@ -307,7 +301,7 @@ export const runMachine = setup({
                 actions: [
                   'recordCancel',
                   assign({ escalated: true }),
-                  'abortExecutor',
+                  abortExecutor,
                   { type: 'propagateCancel', params: ({ context }) => context.cancel },
                 ],
               },
@@ -323,14 +317,14 @@ export const runMachine = setup({
             'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED' },
             'run.cancel_deadline': {
               target: '#run.CANCELLED',
-              actions: [assign({ escalated: true }), 'abortExecutor'],
+              actions: [assign({ escalated: true }), abortExecutor],
             },
           },
         },
       },
     },
-    COMPLETED: { entry: stopChild('executor') },
-    FAILED: { entry: stopChild('executor') },
+    COMPLETED: {},
+    FAILED: {},
     CANCELLED: {
       entry: assign({ cause: ({ context }) => context.cancel?.cause ?? 'cancel' }),
       initial: 'deciding',
@@ -344,8 +338,8 @@ export const runMachine = setup({
             unwindTimeout: { target: 'abandoned', actions: assign({ unsettled: true }) },
           },
         },
-        settled: { type: 'final', entry: stopChild('executor') },
-        abandoned: { type: 'final', entry: stopChild('executor') },
+        settled: { type: 'final' },
+        abandoned: { type: 'final' },
       },
     },
   },

@@ -14,7 +14,6 @@ import {
 } from '../../machines/cancel-request.js';
 import {
   terminalRunStatuses,
-  type ExecutorAbortEvent,
   type RunMachineEvent,
   type RunStatus,
 } from '../../machines/run.machine.js';
@@ -341,22 +340,21 @@ export class AgentRun<TOutput = unknown> {
     return this.#children;
   }
 
-  /** @internal Runs the agent; wired as the run machine's `executor` logic. */
-  execute(
-    sendBack: (event: RunMachineEvent) => void,
-    receive: (listener: (event: ExecutorAbortEvent) => void) => void,
-  ): void {
-    receive((event) => {
-      this.#abort.abort(new RunCancelledError(this.id, event.cause, event.reason));
-    });
+  /** @internal Runs the agent; wired as the run machine's `startExecutor` action. */
+  execute(): void {
     const ctx = this.#createContext();
     // A microtask hop: the agent never runs inside an XState transition.
     Promise.resolve()
       .then(() => this.#agent.execute(this.#input, ctx))
       .then(
-        (output) => sendBack({ type: 'agent.done', output }),
-        (error: unknown) => sendBack({ type: 'agent.error', error }),
+        (output) => this.#send({ type: 'agent.done', output }),
+        (error: unknown) => this.#send({ type: 'agent.error', error }),
       );
+  }
+
+  /** @internal Fires the run's AbortSignal; wired as the run machine's `abortExecutor` action. */
+  abortExecutor(cause: CancelCause, reason: string | undefined): void {
+    this.#abort.abort(new RunCancelledError(this.id, cause, reason));
   }
 
   #send(event: RunMachineEvent): void {

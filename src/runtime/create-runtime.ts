@@ -4,14 +4,10 @@
  *
  * @module
  */
-import { fromCallback, type EventObject, type InspectionEvent, type Observer } from 'xstate';
+import type { InspectionEvent, Observer } from 'xstate';
+import { fromClockTimer } from '../../machines/clock-timer.js';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
-import {
-  runMachine,
-  type ExecutorAbortEvent,
-  type ExecutorInput,
-  type TimerInput,
-} from '../../machines/run.machine.js';
+import { runMachine } from '../../machines/run.machine.js';
 import { sessionMachine, type SessionStrategy } from '../../machines/session.machine.js';
 import { z } from 'zod';
 import { sleep, systemClock, type Clock } from '../clock.js';
@@ -196,22 +192,12 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   let shuttingDown = false;
   let shutdownResult: Promise<{ drained: boolean }> | undefined;
 
-  const timer = fromCallback<EventObject, TimerInput>(({ input, sendBack }) => {
-    const handle = clock.setTimeout(
-      () => sendBack(input.event),
-      Math.max(0, input.at - clock.now()),
-    );
-    return () => clock.clearTimeout(handle);
-  });
-
   const boundRunMachine = runMachine.provide({
-    actors: {
-      executor: fromCallback<ExecutorAbortEvent, ExecutorInput>(({ input, sendBack, receive }) => {
-        liveRuns.get(input.runId)?.execute(sendBack, receive);
-      }),
-      timer,
-    },
+    actors: { timer: fromClockTimer(clock) },
     actions: {
+      startExecutor: (_, runId) => liveRuns.get(runId)?.execute(),
+      abortExecutor: ({ context }, { cause, reason }) =>
+        liveRuns.get(context.runId)?.abortExecutor(cause, reason),
       propagateCancel: ({ context }, request) => {
         if (request?.recursive !== true) return;
         const run = liveRuns.get(context.runId);

@@ -1,0 +1,37 @@
+/**
+ * Runs the README's embedding example exactly as written (imports of 'runplane' resolve to
+ * src/ through the vitest alias) and compares its output with the README's "It prints" block.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { format } from 'node:util';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
+
+function blockAfter(heading: string, fence: string): string {
+  const start = readme.indexOf(heading);
+  expect(start, `README has "${heading}"`).toBeGreaterThanOrEqual(0);
+  const open = readme.indexOf('```' + fence + '\n', start);
+  const close = readme.indexOf('\n```', open + 4);
+  return readme.slice(open + fence.length + 4, close + 1);
+}
+
+describe('README', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('the embedding example runs as written and prints what the README says', async () => {
+    const code = blockAfter('## Embedding', 'ts');
+    const expected = blockAfter('It prints:', 'text').trimEnd().split('\n');
+    const dir = join(import.meta.dirname, '..', 'test-artifacts');
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, 'readme-example.ts');
+    writeFileSync(file, code);
+    const lines: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
+      lines.push(format(...args));
+    });
+    await import(file);
+    expect(lines).toEqual(expected);
+  });
+});
