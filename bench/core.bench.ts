@@ -1,0 +1,251 @@
+/**
+ * Benchmarks of the run lifecycle core (issue 2), measured beside a bare XState machine.
+ * Each figure is returned with its target so the runner can print "meets" or "short".
+ */
+import { Bench } from 'tinybench';
+import { createActor, fromPromise, setup } from 'xstate';
+import { createMemoryEventLog, createRuntime, sleep, type Agent } from '../src/index.js';
+
+export interface Figure {
+  name: string;
+  value: number;
+  unit: string;
+  target: string;
+  meets: boolean;
+  detail?: Record<string, number>;
+}
+
+/** The peer: a bare run machine invoking a promise actor (DESIGN.md §4's cost anchor). */
+const bareRunMachine = setup({
+  actors: { agent: fromPromise(async ({ input }: { input: number }) => input) },
+}).createMachine({
+  initial: 'CREATED',
+  context: ({ input }: { input: number }) => ({ input }),
+  states: {
+    CREATED: { on: { start: 'RUNNING' } },
+    RUNNING: {
+      invoke: {
+        src: 'agent',
+        input: ({ context }) => context.input,
+        onDone: 'COMPLETED',
+        onError: 'FAILED',
+      },
+    },
+    COMPLETED: { type: 'final' },
+    FAILED: { type: 'final' },
+  },
+});
+
+function bareLifecycle(i: number): Promise<void> {
+  const actor = createActor(bareRunMachine, { input: i });
+  const done = new Promise<void>((resolve) => actor.subscribe({ complete: () => resolve() }));
+  actor.start();
+  actor.send({ type: 'start' });
+  return done;
+}
+
+const noop: Agent<number, number> = { execute: async (i) => i };
+
+/** Full lifecycle prepare → start → complete, sequential, interleaved with the bare machine. */
+export async function lifecycleThroughput(): Promise<Figure[]> {
+  // A capped log: the store's own retention is not what this measures.
+  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) } });
+  let i = 0;
+  const bench = new Bench({ time: 1_500, warmupTime: 300 });
+  bench
+    .add('bare xstate run machine', () => bareLifecycle(i++))
+    .add('runplane prepare→start→complete', async () => {
+      const run = runtime.prepare({ ownerId: 'bench', sessionId: 'seq', agent: noop, input: i++ });
+      run.start();
+      await run.termination;
+    })
+    .add('plain promise + AbortController', async () => {
+      const controller = new AbortController();
+      await noop.execute(i++, { signal: controller.signal } as never);
+    });
+  await bench.run();
+  const [bare, ours, floor] = bench.tasks.map((t) => {
+    const r = t.result as { latency: { mean: number; p50: number; p99: number } };
+    return { meanUs: r.latency.mean * 1_000, p50Us: r.latency.p50 * 1_000, p99Us: r.latency.p99 * 1_000 };
+  });
+  await runtime.shutdown({ graceMs: 0 });
+  const runsPerSecond = 1e6 / ours!.meanUs;
+  return [
+    {
+      name: 'lifecycle: runplane µs per run (mean)',
+      value: round(ours!.meanUs),
+      unit: 'µs',
+      target: `≤ bare XState machine (${round(bare!.meanUs)} µs here)`,
+      meets: ours!.meanUs <= bare!.meanUs,
+      detail: {
+        runplaneP50Us: round(ours!.p50Us),
+        runplaneP99Us: round(ours!.p99Us),
+        bareMeanUs: round(bare!.meanUs),
+        bareP50Us: round(bare!.p50Us),
+        promiseFloorMeanUs: round(floor!.meanUs),
+        ratioToBare: round(ours!.meanUs / bare!.meanUs),
+      },
+    },
+    {
+      name: 'lifecycle: runs per second, sequential',
+      value: Math.round(runsPerSecond),
+      unit: 'runs/s',
+      target: '≥ 10,000',
+      meets: runsPerSecond >= 10_000,
+    },
+  ];
+}
+
+/** cancel() of a RUNNING run whose agent awaits an abortable sleep → termination resolved. */
+export async function cancelLatency(samples = 3_000): Promise<Figure> {
+  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) } });
+  let started!: () => void;
+  const agent: Agent<number, number> = {
+    async execute(i, ctx) {
+      started();
+      await sleep(ctx.clock, 60_000, ctx.signal);
+      return i;
+    },
+  };
+  const latencies: number[] = [];
+  for (let i = 0; i < samples + 200; i++) {
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const run = runtime.prepare({ ownerId: 'bench', sessionId: 'cancel', agent, input: i });
+    run.start();
+    await running;
+    const t0 = performance.now();
+    run.cancel();
+    await run.termination;
+    if (i >= 200) latencies.push((performance.now() - t0) * 1_000);
+  }
+  await runtime.shutdown({ graceMs: 0 });
+  const p99 = percentile(latencies, 0.99);
+  return {
+    name: 'cancel → termination resolved, p99',
+    value: round(p99),
+    unit: 'µs',
+    target: '≤ 200 µs',
+    meets: p99 <= 200,
+    detail: { p50Us: round(percentile(latencies, 0.5)), samples },
+  };
+}
+
+/** n runs queued behind a blocked head in one session, then each cancelled: µs per run. */
+async function queueCost(n: number): Promise<number> {
+  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 100 }) } });
+  const blocked: Agent<number, number> = {
+    execute: (i, ctx) => sleep(ctx.clock, 60_000, ctx.signal).then(() => i),
+  };
+  const head = runtime.prepare({ ownerId: 'bench', sessionId: 'q', agent: blocked, input: -1 });
+  head.start();
+  const t0 = performance.now();
+  const runs = [];
+  for (let i = 0; i < n; i++) {
+    const run = runtime.prepare({ ownerId: 'bench', sessionId: 'q', agent: noop, input: i });
+    run.start();
+    runs.push(run);
+  }
+  for (const run of runs) run.cancel();
+  await Promise.all(runs.map((r) => r.termination));
+  const perRunUs = ((performance.now() - t0) * 1_000) / n;
+  await runtime.shutdown({ graceMs: 0 });
+  return perRunUs;
+}
+
+export async function queueScaling(): Promise<Figure> {
+  const rounds = 5;
+  const at100: number[] = [];
+  const at10k: number[] = [];
+  await queueCost(1_000); // warm-up
+  for (let r = 0; r < rounds; r++) {
+    // Many small batches for n = 100, so both sizes run about as long.
+    let sum = 0;
+    for (let k = 0; k < 20; k++) sum += await queueCost(100);
+    at100.push(sum / 20);
+    at10k.push(await queueCost(10_000));
+  }
+  const small = median(at100);
+  const large = median(at10k);
+  return {
+    name: 'queue of 10,000 then each cancelled: per-run cost at 10,000 ÷ at 100',
+    value: round(large / small),
+    unit: '×',
+    target: '≤ 1.5×',
+    meets: large / small <= 1.5,
+    detail: { perRunUsAt100: round(small), perRunUsAt10000: round(large) },
+  };
+}
+
+function gc(): void {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  if (!collect) throw new Error('run with node --expose-gc (npm run bench does)');
+  collect();
+  collect();
+}
+
+/** Heap per idle session, and heap retained per finished run after GC. */
+export async function memory(): Promise<Figure[]> {
+  const sessions = 10_000;
+  // Capped log: this measures the runtime, not the event store's retention.
+  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) } });
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const handles = [];
+  for (let i = 0; i < sessions; i++) {
+    const run = runtime.prepare({ ownerId: 'bench', sessionId: `idle-${i}`, agent: noop, input: i });
+    run.start();
+    handles.push(run.termination);
+  }
+  await Promise.all(handles);
+  handles.length = 0;
+  gc();
+  const perSession = (process.memoryUsage().heapUsed - before) / sessions;
+
+  const runtime2 = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) } });
+  for (let i = 0; i < 200; i++) {
+    const run = runtime2.prepare({ ownerId: 'bench', sessionId: 'runs', agent: noop, input: i });
+    run.start();
+    await run.termination;
+  }
+  gc();
+  const base = process.memoryUsage().heapUsed;
+  const runs = 10_000;
+  for (let i = 0; i < runs; i++) {
+    const run = runtime2.prepare({ ownerId: 'bench', sessionId: 'runs', agent: noop, input: i });
+    run.start();
+    await run.termination;
+  }
+  gc();
+  const perRun = (process.memoryUsage().heapUsed - base) / runs;
+  await runtime.shutdown({ graceMs: 0 });
+  await runtime2.shutdown({ graceMs: 0 });
+  return [
+    {
+      name: 'memory per idle session',
+      value: round(perSession / 1024),
+      unit: 'KiB',
+      target: '≤ 8 KiB',
+      meets: perSession <= 8 * 1024,
+    },
+    {
+      name: 'heap retained per finished run after GC (10,000 runs)',
+      value: Math.round(perRun),
+      unit: 'bytes',
+      target: '≈ 0 (≤ 64 B: noise)',
+      meets: perRun <= 64,
+    },
+  ];
+}
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
+}
+
+export function median(values: number[]): number {
+  return percentile(values, 0.5);
+}
+
+export function round(value: number): number {
+  return Math.round(value * 100) / 100;
+}
