@@ -93,6 +93,8 @@ export class AgentRun<TOutput = unknown> {
   readonly #input: unknown;
   readonly #actor: Actor<BoundRunMachine>;
   readonly #abort = new AbortController();
+  /** Aborted when an interrupt reaches the RUNNING run (`ctx.interruptSignal`). */
+  readonly #interrupt = new AbortController();
   readonly #children = new Set<AgentRun<unknown>>();
   readonly #terminal: Promise<RunStatus>;
   readonly #externalSignal: AbortSignal | undefined;
@@ -378,12 +380,24 @@ export class AgentRun<TOutput = unknown> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the context closes over its run
     const run = this;
     const isLive = () => !terminalRunStatuses.has(run.#status);
+    // Agent layer: inbox, history, approvals (src/agent/agent-services.ts).
+    const services = run.#core.agentServices(run, {
+      signal: run.#abort.signal,
+      emit: (type, payload) => {
+        if (isLive()) run.#core.appendEvent(run, type, payload);
+      },
+    });
     return {
       runId: run.id,
       ownerId: run.ownerId,
       sessionId: run.sessionId,
+      parentRunId: run.parentRunId,
       signal: run.#abort.signal,
+      interruptSignal: run.#interrupt.signal,
       clock: run.#core.clock,
+      inbox: services.inbox,
+      history: services.history,
+      requestApproval: services.requestApproval,
       get interruptRequested() {
         return run.#actor.getSnapshot().context.interruptRequested;
       },
@@ -415,6 +429,11 @@ export class AgentRun<TOutput = unknown> {
   }
 
   #onSnapshot(snapshot: RunSnapshot): void {
+    if (snapshot.context.interruptRequested && !this.#interrupt.signal.aborted) {
+      this.#interrupt.abort(
+        new DOMException(snapshot.context.interruptMessage ?? 'run interrupted', 'AbortError'),
+      );
+    }
     const status = statusOf(snapshot);
     if (status !== this.#status) {
       const from = this.#status;
