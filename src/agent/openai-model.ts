@@ -61,7 +61,17 @@ const optionsSchema = z.object({
   includeUsage: z.boolean({ error: 'a boolean' }).optional(),
 });
 
-/** Maps runplane messages to the chat completions wire format. */
+/**
+ * Maps runplane messages to the chat-completions wire format.
+ *
+ * @remarks An assistant message with tool calls gets `content: null` when it has no text and
+ * `tool_calls` of type `function`; a tool result becomes `{ role: 'tool', tool_call_id }`. A
+ * hint is sent as a plain user message; runplane-only fields (`id`, `stop`, `hintId`,
+ * `isError`) are not sent.
+ *
+ * @param messages - the conversation, instructions first
+ * @returns the `messages` field of a chat-completions request
+ */
 export function toOpenAIMessages(messages: readonly ChatMessage[]): ChatCompletionMessageParam[] {
   return messages.map((message): ChatCompletionMessageParam => {
     switch (message.role) {

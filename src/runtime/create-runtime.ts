@@ -138,7 +138,13 @@ export interface Runtime {
     toolUseId: string,
     decision: ApprovalDecision,
   ): 'accepted' | 'not_found';
-  /** The approvals waiting in a session, oldest first. */
+  /**
+   * The approvals waiting in a session, oldest first (e.g. to redraw a confirmation dialog).
+   *
+   * @param ownerId - the authenticated owner
+   * @param sessionId - the session
+   * @returns `{ toolUseId, name, args, runId, at }` per waiting request
+   */
   pendingApprovals(ownerId: string, sessionId: string): PendingApproval[];
   /**
    * Creates a run in status CREATED, already registered. Call `start()` (or `stream()`) to queue it.
