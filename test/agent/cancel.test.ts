@@ -284,6 +284,47 @@ describe('createReActAgent: cancel', () => {
   });
 });
 
+describe('createReActAgent: run deadline', () => {
+  it('a run that passes its timeoutMs during a tool ends RUN_TIMEOUT and keeps its history', async () => {
+    const { clock, runtime } = setup();
+    const started = deferred();
+    const tool = defineTool({
+      name: 'crawl',
+      description: 'Crawls',
+      parameters: z.object({}),
+      execute: async (_args, ctx) => {
+        started.resolve();
+        await sleep(ctx.clock, 60_000, ctx.signal);
+      },
+    });
+    const model = createScriptedModel([{ text: 'Crawling.', toolCalls: [{ name: 'crawl' }] }], {
+      clock,
+    });
+    const run = runtime.prepare({
+      ownerId: owner,
+      sessionId: session,
+      agent: createReActAgent({ model, tools: [tool] }),
+      input: 'crawl',
+      timeoutMs: 1_000,
+    });
+    run.start();
+    await started.promise;
+    clock.increment(1_000);
+    expect(await run.termination).toMatchObject({
+      status: 'CANCELLED',
+      cause: 'timeout',
+      unsettled: false,
+    });
+    await expect(run.result()).rejects.toMatchObject({ code: 'RUN_TIMEOUT' });
+    const history = await runtime.sessionStore.load({}, key);
+    expect(summarize(history)).toEqual([
+      'user: crawl',
+      'assistant: Crawling. [crawl]',
+      'tool(error) crawl: Error: the run was cancelled before this tool call finished.',
+    ]);
+  });
+});
+
 describe('history after cancel and interrupt, next run', () => {
   it('a run after a cancelled one sees what the cancelled run produced', async () => {
     const { clock, runtime } = setup();
