@@ -17,10 +17,11 @@ export interface Figure {
 
 /** The peer: a bare run machine invoking a promise actor (DESIGN.md §4's cost anchor). */
 const bareRunMachine = setup({
-  actors: { agent: fromPromise(async ({ input }: { input: number }) => input) },
+  types: { context: {} as { input: number }, input: {} as number },
+  actors: { agent: fromPromise(({ input }: { input: number }) => Promise.resolve(input)) },
 }).createMachine({
   initial: 'CREATED',
-  context: ({ input }: { input: number }) => ({ input }),
+  context: ({ input }) => ({ input }),
   states: {
     CREATED: { on: { start: 'RUNNING' } },
     RUNNING: {
@@ -44,12 +45,14 @@ function bareLifecycle(i: number): Promise<void> {
   return done;
 }
 
-const noop: Agent<number, number> = { execute: async (i) => i };
+const noop: Agent<number, number> = { execute: (i) => Promise.resolve(i) };
 
 /** Full lifecycle prepare → start → complete, sequential, interleaved with the bare machine. */
 export async function lifecycleThroughput(): Promise<Figure[]> {
   // A capped log: the store's own retention is not what this measures.
-  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) } });
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
+  });
   let i = 0;
   const bench = new Bench({ time: 1_500, warmupTime: 300 });
   bench
@@ -66,7 +69,11 @@ export async function lifecycleThroughput(): Promise<Figure[]> {
   await bench.run();
   const [bare, ours, floor] = bench.tasks.map((t) => {
     const r = t.result as { latency: { mean: number; p50: number; p99: number } };
-    return { meanUs: r.latency.mean * 1_000, p50Us: r.latency.p50 * 1_000, p99Us: r.latency.p99 * 1_000 };
+    return {
+      meanUs: r.latency.mean * 1_000,
+      p50Us: r.latency.p50 * 1_000,
+      p99Us: r.latency.p99 * 1_000,
+    };
   });
   await runtime.shutdown({ graceMs: 0 });
   const runsPerSecond = 1e6 / ours!.meanUs;
@@ -98,7 +105,9 @@ export async function lifecycleThroughput(): Promise<Figure[]> {
 
 /** cancel() of a RUNNING run whose agent awaits an abortable sleep → termination resolved. */
 export async function cancelLatency(samples = 3_000): Promise<Figure> {
-  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) } });
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
+  });
   let started!: () => void;
   const agent: Agent<number, number> = {
     async execute(i, ctx) {
@@ -132,7 +141,9 @@ export async function cancelLatency(samples = 3_000): Promise<Figure> {
 
 /** n runs queued behind a blocked head in one session, then each cancelled: µs per run. */
 async function queueCost(n: number): Promise<number> {
-  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 100 }) } });
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 100 }) },
+  });
   const blocked: Agent<number, number> = {
     execute: (i, ctx) => sleep(ctx.clock, 60_000, ctx.signal).then(() => i),
   };
@@ -187,12 +198,19 @@ function gc(): void {
 export async function memory(): Promise<Figure[]> {
   const sessions = 10_000;
   // Capped log: this measures the runtime, not the event store's retention.
-  const runtime = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) } });
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) },
+  });
   gc();
   const before = process.memoryUsage().heapUsed;
   const handles = [];
   for (let i = 0; i < sessions; i++) {
-    const run = runtime.prepare({ ownerId: 'bench', sessionId: `idle-${i}`, agent: noop, input: i });
+    const run = runtime.prepare({
+      ownerId: 'bench',
+      sessionId: `idle-${i}`,
+      agent: noop,
+      input: i,
+    });
     run.start();
     handles.push(run.termination);
   }
@@ -201,7 +219,9 @@ export async function memory(): Promise<Figure[]> {
   gc();
   const perSession = (process.memoryUsage().heapUsed - before) / sessions;
 
-  const runtime2 = createRuntime({ stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) } });
+  const runtime2 = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1 }) },
+  });
   for (let i = 0; i < 200; i++) {
     const run = runtime2.prepare({ ownerId: 'bench', sessionId: 'runs', agent: noop, input: i });
     run.start();

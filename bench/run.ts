@@ -5,7 +5,13 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { cancelLatency, lifecycleThroughput, memory, queueScaling, type Figure } from './core.bench.js';
+import {
+  cancelLatency,
+  lifecycleThroughput,
+  memory,
+  queueScaling,
+  type Figure,
+} from './core.bench.js';
 
 const figures: Figure[] = [];
 const only = process.argv[2];
@@ -33,6 +39,8 @@ writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(resul
 console.log('| figure | value | target | |');
 console.log('| --- | --- | --- | --- |');
 for (const f of figures) {
-  console.log(`| ${f.name} | ${f.value} ${f.unit} | ${f.target} | ${f.meets ? 'meets' : 'short'} |`);
+  console.log(
+    `| ${f.name} | ${f.value} ${f.unit} | ${f.target} | ${f.meets ? 'meets' : 'short'} |`,
+  );
 }
 console.log(JSON.stringify(results));

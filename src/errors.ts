@@ -17,7 +17,8 @@ export type RunplaneErrorCode =
   | 'LATE_ITEMS_TAKEN'
   | 'CHECKPOINT_CORRUPT'
   | 'STORE_FAILED'
-  | 'SHUTTING_DOWN';
+  | 'SHUTTING_DOWN'
+  | 'MODEL_ERROR';
 
 /**
  * The base class of every runplane error.

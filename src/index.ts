@@ -9,6 +9,11 @@
  *   to wrap up; `await run.termination` tells how it ended, once its agent has settled.
  * - `runtime.session(ownerId, sessionId)` controls a whole conversation; `runtime.shutdown()`
  *   drains gracefully.
+ * - Agents: {@link createReActAgent} on a {@link ChatModel} ({@link createOpenAIModel} for any
+ *   OpenAI-compatible endpoint, {@link createScriptedModel} for tests) with tools from
+ *   {@link defineTool}; `runtime.inbox.push(...)` feeds hints to a running agent,
+ *   `runtime.approve(...)` answers tool approvals, and the session store keeps the history
+ *   (`createSqliteSessionStore` from `runplane/stores/sqlite`).
  *
  * @module
  */
@@ -57,6 +62,62 @@ export type { Agent, RunContext, SpawnOptions } from './run/agent.js';
 export type { CancelOutcome, CancelResult, RunOutcome } from './run/run-outcome.js';
 export type { Session } from './session/session.js';
 export { createRuntime } from './runtime/create-runtime.js';
+// Agent layer (issue 4): models, tools, the ReAct agent, inbox, session history.
+export type {
+  AssistantMessage,
+  AssistantStop,
+  ChatMessage,
+  SystemMessage,
+  ToolCall,
+  ToolMessage,
+  UserMessage,
+} from './agent/messages.js';
+export { chatMessageSchema, createMessageId } from './agent/messages.js';
+export type {
+  ChatChunk,
+  ChatFinishReason,
+  ChatModel,
+  ChatStreamOptions,
+  ChatUsage,
+  ToolSpec,
+} from './agent/chat-model.js';
+export { ModelError } from './agent/model-error.js';
+export { createOpenAIModel, toOpenAIMessages } from './agent/openai-model.js';
+export type { OpenAIModelOptions } from './agent/openai-model.js';
+export { createScriptedModel } from './agent/scripted-model.js';
+export type {
+  ScriptEntry,
+  ScriptedModel,
+  ScriptedModelOptions,
+  ScriptedReply,
+  ScriptedRequest,
+  ScriptedToolCall,
+} from './agent/scripted-model.js';
+export { createGate } from './agent/gate.js';
+export type { Gate } from './agent/gate.js';
+export { defineTool } from './agent/tool.js';
+export type { Tool, ToolArgsParse, ToolContext, ToolDefinition } from './agent/tool.js';
+export type { ToolResultStatus } from './agent/tool-runner.js';
+export { createReActAgent } from './agent/react-agent.js';
+export type {
+  ReActAgentOptions,
+  ReActHistoryMode,
+  ReActResult,
+  ReActStopReason,
+} from './agent/react-agent.js';
+export { agentAsTool } from './agent/agent-as-tool.js';
+export type { AgentAsToolOptions } from './agent/agent-as-tool.js';
+export type {
+  ApprovalDecision,
+  ApprovalRequest,
+  ApprovalWaitOptions,
+  PendingApproval,
+} from './agent/approvals.js';
+export type { AgentServices } from './agent/agent-services.js';
+export { createMemoryInbox } from './inbox/memory-inbox.js';
+export type { Hint, HintInput, Inbox, RunInbox, RuntimeInbox } from './inbox/inbox.js';
+export { createMemorySessionStore } from './stores/memory-session-store.js';
+export type { SessionHistory, SessionStore } from './stores/session-store.js';
 export type {
   PrepareOptions,
   RunRegistry,

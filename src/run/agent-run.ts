@@ -92,6 +92,8 @@ export class AgentRun<TOutput = unknown> {
   readonly #input: unknown;
   readonly #actor: Actor<BoundRunMachine>;
   readonly #abort = new AbortController();
+  /** Aborted when an interrupt reaches the RUNNING run (`ctx.interruptSignal`). */
+  readonly #interrupt = new AbortController();
   readonly #children = new Set<AgentRun<unknown>>();
   readonly #terminal: Promise<RunStatus>;
   readonly #externalSignal: AbortSignal | undefined;
@@ -347,14 +349,19 @@ export class AgentRun<TOutput = unknown> {
     Promise.resolve()
       .then(() => this.#agent.execute(this.#input, ctx))
       .then(
-        (output) => this.#send({ type: 'agent.done', output }),
-        (error: unknown) => this.#send({ type: 'agent.error', error }),
+        (output) => this.#settleExecutor({ type: 'agent.done', output }),
+        (error: unknown) => this.#settleExecutor({ type: 'agent.error', error }),
       );
   }
 
   /** @internal Fires the run's AbortSignal; wired as the run machine's `abortExecutor` action. */
   abortExecutor(cause: CancelCause, reason: string | undefined): void {
     this.#abort.abort(new RunCancelledError(this.id, cause, reason));
+  }
+
+  /** The agent returned or threw. An abandoned run's actor is stopped: nothing to tell it. */
+  #settleExecutor(event: RunMachineEvent): void {
+    if (!this.#finished) this.#send(event);
   }
 
   #send(event: RunMachineEvent): void {
@@ -376,12 +383,24 @@ export class AgentRun<TOutput = unknown> {
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the context closes over its run
     const run = this;
     const isLive = () => !terminalRunStatuses.has(run.#status);
+    // Agent layer: inbox, history, approvals (src/agent/agent-services.ts).
+    const services = run.#core.agentServices(run, {
+      signal: run.#abort.signal,
+      emit: (type, payload) => {
+        if (isLive()) run.#core.appendEvent(run, type, payload);
+      },
+    });
     return {
       runId: run.id,
       ownerId: run.ownerId,
       sessionId: run.sessionId,
+      parentRunId: run.parentRunId,
       signal: run.#abort.signal,
+      interruptSignal: run.#interrupt.signal,
       clock: run.#core.clock,
+      inbox: services.inbox,
+      history: services.history,
+      requestApproval: services.requestApproval,
       get interruptRequested() {
         return run.#actor.getSnapshot().context.interruptRequested;
       },
@@ -413,6 +432,11 @@ export class AgentRun<TOutput = unknown> {
   }
 
   #onSnapshot(snapshot: RunSnapshot): void {
+    if (snapshot.context.interruptRequested && !this.#interrupt.signal.aborted) {
+      this.#interrupt.abort(
+        new DOMException(snapshot.context.interruptMessage ?? 'run interrupted', 'AbortError'),
+      );
+    }
     const status = statusOf(snapshot);
     if (status !== this.#status) {
       const from = this.#status;

@@ -4,6 +4,7 @@
  * @module
  */
 import type { SafePointKind } from '../../machines/cancel-request.js';
+import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
 import type { AgentRun } from './agent-run.js';
 
@@ -30,11 +31,18 @@ export interface SpawnOptions {
   readonly timeoutMs?: number;
 }
 
-/** What an executing agent sees of its run. */
-export interface RunContext {
+/**
+ * What an executing agent sees of its run.
+ *
+ * @remarks The agent layer (issue 4) adds, through {@link AgentServices}: `inbox.drain()`,
+ * `history` (the session's conversation) and `requestApproval(...)`.
+ */
+export interface RunContext extends AgentServices {
   readonly runId: string;
   readonly ownerId: string;
   readonly sessionId: string;
+  /** The run that started this one with `spawn`, for a nested run. */
+  readonly parentRunId: string | undefined;
   /** Aborted on an immediate cancel, an escalation, a timeout or an external signal. */
   readonly signal: AbortSignal;
   /** The runtime's clock: wait on it (see `sleep`) so tests can drive time. */
@@ -43,6 +51,11 @@ export interface RunContext {
   readonly interruptRequested: boolean;
   /** The message passed to the first `interrupt(message)`, if any. */
   readonly interruptMessage: string | undefined;
+  /**
+   * Aborted when `interrupt()` reaches this run while RUNNING (its reason is an `AbortError`
+   * DOMException): race it, or hand it to a model call, to notice an interrupt without polling.
+   */
+  readonly interruptSignal: AbortSignal;
   /**
    * Logs an event of this run (`type` should be dot-namespaced, e.g. `agent.message`).
    * Dropped once the run is terminal: a late executor cannot write into the log.

@@ -10,15 +10,22 @@ import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js
 import { runMachine } from '../../machines/run.machine.js';
 import { sessionMachine, type SessionStrategy } from '../../machines/session.machine.js';
 import { z } from 'zod';
+import { createAgentServices } from '../agent/agent-services.js';
+import { ApprovalBroker, type ApprovalDecision, type PendingApproval } from '../agent/approvals.js';
 import { sleep, systemClock, type Clock } from '../clock.js';
 import { InvalidArgumentError, SessionBusyError, ShuttingDownError } from '../errors.js';
 import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { createRunId } from '../ids.js';
+import type { Inbox, RuntimeInbox } from '../inbox/inbox.js';
+import { createMemoryInbox } from '../inbox/memory-inbox.js';
+import { createRuntimeInbox } from '../inbox/runtime-inbox.js';
 import type { Agent, SpawnOptions } from '../run/agent.js';
 import { AgentRun, type CancelOptions } from '../run/agent-run.js';
 import type { RunOutcome } from '../run/run-outcome.js';
 import { SessionHost, type Session } from '../session/session.js';
+import { createMemorySessionStore } from '../stores/memory-session-store.js';
+import type { SessionStore } from '../stores/session-store.js';
 import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
 import { RunSlots } from './run-slots.js';
 import type { RuntimeCore } from './runtime-core.js';
@@ -29,8 +36,16 @@ export interface RuntimeOptions {
   readonly clock?: Clock;
   /** XState inspection observer handed to every run and session actor (e.g. `@statelyai/inspect`). */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
-  /** Where events are logged. @default an in-memory log */
-  readonly stores?: { readonly eventLog?: EventLog };
+  /**
+   * Where events are logged, histories kept and hints queued.
+   * `eventLog` @default an in-memory log; `sessionStore` (conversation histories) @default in
+   * memory; `inbox` (hints) @default in memory.
+   */
+  readonly stores?: {
+    readonly eventLog?: EventLog;
+    readonly sessionStore?: SessionStore;
+    readonly inbox?: Inbox;
+  };
   /** How long a cancelled agent may ignore its signal before it is abandoned, in ms. @default 5000 */
   readonly unwindTimeoutMs?: number;
   /** How long an idle session actor is kept before it is stopped, in ms. @default 60000 */
@@ -96,6 +111,37 @@ export interface Runtime {
   readonly eventLog: EventLog;
   /** The live-run registry. */
   readonly runs: RunRegistry;
+  /** The session store that keeps every session's conversation history. */
+  readonly sessionStore: SessionStore;
+  /** Hints for running agents: `runtime.inbox.push(ownerId, sessionId, hint)` → hint id. */
+  readonly inbox: RuntimeInbox;
+  /**
+   * Answers a tool approval that a run of that session waits for (`agent.approval_requested`).
+   *
+   * @remarks A denial is not a cancel: the tool gets an error result carrying `message` and the
+   * run goes on (AgentScope's tool confirmation). Only the owner of the session can answer.
+   * @param ownerId - the authenticated owner
+   * @param sessionId - the session
+   * @param toolUseId - the `tool_use_id` of the request
+   * @param decision - `{ allow, message? }`
+   * @returns `'accepted'`, or `'not_found'` when no such request waits (answered, withdrawn,
+   *   never asked, or another owner's)
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for an empty id or a non-boolean `allow`
+   */
+  approve(
+    ownerId: string,
+    sessionId: string,
+    toolUseId: string,
+    decision: ApprovalDecision,
+  ): 'accepted' | 'not_found';
+  /**
+   * The approvals waiting in a session, oldest first (e.g. to redraw a confirmation dialog).
+   *
+   * @param ownerId - the authenticated owner
+   * @param sessionId - the session
+   * @returns `{ toolUseId, name, args, runId, at }` per waiting request
+   */
+  pendingApprovals(ownerId: string, sessionId: string): PendingApproval[];
   /**
    * Creates a run in status CREATED, already registered. Call `start()` (or `stream()`) to queue it.
    *
@@ -177,6 +223,9 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   parseOptions(runtimeOptionsSchema, options, 'options');
   const clock = options.clock ?? systemClock;
   const eventLog = options.stores?.eventLog ?? createMemoryEventLog();
+  const sessionStore = options.stores?.sessionStore ?? createMemorySessionStore();
+  const inboxStore = options.stores?.inbox ?? createMemoryInbox();
+  const approvals = new ApprovalBroker();
   const unwindTimeoutMs = options.unwindTimeoutMs ?? 5_000;
   const sessionIdleTtlMs = options.sessionIdleTtlMs ?? 60_000;
   const reportError =
@@ -401,6 +450,18 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       }
     },
     reportError,
+    agentServices: (run, bound) =>
+      createAgentServices(
+        { clock, inbox: inboxStore, sessionStore, approvals },
+        {
+          runId: run.id,
+          ownerId: run.ownerId,
+          sessionId: run.sessionId,
+          signal: bound.signal,
+          emit: bound.emit,
+          emitUnfenced: (type, payload) => append(run, type, payload),
+        },
+      ),
   };
 
   const answer = (
@@ -520,10 +581,34 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     return shutdownResult;
   };
 
+  const approvalSchema = z.object({
+    ownerId: nonEmptyString,
+    sessionId: nonEmptyString,
+    toolUseId: nonEmptyString,
+    decision: z.object({
+      allow: z.boolean({ error: 'a boolean' }),
+      message: z.string({ error: 'a string' }).optional(),
+    }),
+  });
+
   return {
     clock,
     eventLog,
     runs,
+    sessionStore,
+    inbox: createRuntimeInbox(inboxStore, clock),
+    approve(ownerId, sessionId, toolUseId, decision) {
+      parseOptions(approvalSchema, { ownerId, sessionId, toolUseId, decision }, 'approve');
+      return approvals.decide({ ownerId, sessionId }, toolUseId, {
+        allow: decision.allow,
+        message: decision.message,
+      })
+        ? 'accepted'
+        : 'not_found';
+    },
+    pendingApprovals(ownerId, sessionId) {
+      return approvals.pendingIn({ ownerId, sessionId });
+    },
     prepare<TInput, TOutput>(prepareOptions: PrepareOptions<TInput, TOutput>): AgentRun<TOutput> {
       const parsed = parseOptions(prepareSchema, prepareOptions, 'options');
       if (shuttingDown) throw new ShuttingDownError();

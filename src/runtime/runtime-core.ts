@@ -5,6 +5,7 @@
  */
 import type { InspectionEvent, Observer } from 'xstate';
 import type { RunMachineContext, RunStatus, runMachine } from '../../machines/run.machine.js';
+import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
 import type { EventLog } from '../events/event-log.js';
 import type { Agent, SpawnOptions } from '../run/agent.js';
@@ -43,4 +44,15 @@ export interface RuntimeCore {
   onSettled(run: AgentRun<unknown>, outcome: RunOutcome<unknown>): void;
   /** Reports an error that must not escape (listener errors, actor bugs). */
   reportError(error: unknown): void;
+  /**
+   * Agent layer: the inbox, history and approvals bound to `run` (its signal and its fenced
+   * `emit` given by the run).
+   */
+  agentServices(
+    run: AgentRun<unknown>,
+    bound: {
+      signal: AbortSignal;
+      emit: (type: string, payload: Record<string, unknown>) => void;
+    },
+  ): AgentServices;
 }

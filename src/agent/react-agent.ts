@@ -1,0 +1,510 @@
+/**
+ * createReActAgent: the reference agent (DESIGN.md §7). Reason with a streamed model call, act
+ * with tools, repeat; stop cleanly at safe points, on interrupt, at `maxSteps`.
+ *
+ * @module
+ */
+import { z } from 'zod';
+import { InvalidArgumentError, RunCancelledError, RunplaneError } from '../errors.js';
+import type { Hint } from '../inbox/inbox.js';
+import type { Agent, RunContext } from '../run/agent.js';
+import { parseOptions } from '../validation.js';
+import type { ChatChunk, ChatFinishReason, ChatModel, ChatUsage } from './chat-model.js';
+import {
+  createMessageId,
+  type AssistantMessage,
+  type ChatMessage,
+  type ToolCall,
+  type ToolMessage,
+} from './messages.js';
+import { ModelError } from './model-error.js';
+import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
+import type { Tool } from './tool.js';
+
+/** Which history a run reads and writes. */
+export type ReActHistoryMode = 'auto' | 'session' | 'none';
+
+/** Options of {@link createReActAgent}. */
+export interface ReActAgentOptions {
+  /** The model to reason with. */
+  readonly model: ChatModel;
+  /** The tools the model may call; names must be unique. @default none */
+  readonly tools?: readonly Tool[];
+  /** The system instructions, sent first in every request (never stored in the history). */
+  readonly instructions?: string;
+  /** At most this many model calls per run; a positive integer. @default 10 */
+  readonly maxSteps?: number;
+  /**
+   * `session`: load the session's history before the run and append what the run produced;
+   * `none`: start from the input alone and store nothing; `auto`: `session` for a top-level
+   * run, `none` for a nested run (`ctx.spawn`), so a sub-agent never writes into its parent's
+   * conversation. @default 'auto'
+   */
+  readonly history?: ReActHistoryMode;
+  /** The recovery reply written on interrupt. @default AgentScope's "I noticed that you have interrupted me. What can I do for you?" */
+  readonly recoveryReply?: string | ((info: { interruptMessage: string | undefined }) => string);
+  /** How a drained hint is phrased in the request. @default its text as is */
+  readonly formatHint?: (hint: Hint) => string;
+}
+
+/** Why a ReAct run stopped. */
+export type ReActStopReason = 'completed' | 'interrupted' | 'max_steps';
+
+/** The output of a ReAct run. */
+export interface ReActResult {
+  /** The final reply text (for `interrupted`, the recovery reply). */
+  readonly reply: string;
+  /** The id of the final assistant message, if any. */
+  readonly messageId: string | undefined;
+  readonly reason: ReActStopReason;
+  /** Model calls made. */
+  readonly steps: number;
+  /** Token usage summed over the run's model calls. */
+  readonly usage: ChatUsage;
+  /** What the run added to the conversation: the input, hints, replies and tool results. */
+  readonly messages: readonly ChatMessage[];
+}
+
+const defaultRecovery = 'I noticed that you have interrupted me. What can I do for you?';
+
+const optionsSchema = z.object({
+  model: z.custom<ChatModel>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as ChatModel).stream === 'function',
+    { error: 'a ChatModel with a stream(messages, options) method' },
+  ),
+  tools: z
+    .array(
+      z.custom<Tool>(
+        (value) =>
+          typeof value === 'object' &&
+          value !== null &&
+          typeof (value as Tool).parseArgs === 'function' &&
+          typeof (value as Tool).execute === 'function',
+        { error: 'a tool made by defineTool' },
+      ),
+      { error: 'an array of tools made by defineTool' },
+    )
+    .optional(),
+  instructions: z.string({ error: 'a string' }).optional(),
+  maxSteps: z
+    .number({ error: 'a positive integer' })
+    .int({ error: 'a positive integer' })
+    .positive({ error: 'a positive integer' })
+    .optional(),
+  history: z
+    .enum(['auto', 'session', 'none'], { error: "one of 'auto', 'session', 'none'" })
+    .optional(),
+  recoveryReply: z
+    .union(
+      [
+        z.string(),
+        z.custom<(info: { interruptMessage: string | undefined }) => string>(
+          (v) => typeof v === 'function',
+        ),
+      ],
+      {
+        error: 'a string or a function',
+      },
+    )
+    .optional(),
+  formatHint: z
+    .custom<(hint: Hint) => string>((v) => typeof v === 'function', { error: 'a function' })
+    .optional(),
+});
+
+const addUsage = (a: ChatUsage, b: ChatUsage | undefined): ChatUsage =>
+  b === undefined
+    ? a
+    : {
+        promptTokens: a.promptTokens + b.promptTokens,
+        completionTokens: a.completionTokens + b.completionTokens,
+        totalTokens: a.totalTokens + b.totalTokens,
+      };
+
+const isCancelled = (ctx: RunContext, error: unknown) =>
+  ctx.signal.aborted || error instanceof RunCancelledError;
+
+interface ModelTurn {
+  readonly text: string;
+  readonly toolCalls: ToolCall[];
+  readonly finishReason: ChatFinishReason | undefined;
+  readonly usage: ChatUsage | undefined;
+  readonly interrupted: boolean;
+}
+
+/** The state of one execution; an agent object is shared by many runs, this is not. */
+class ReActExecution {
+  readonly #options: ReActAgentOptions;
+  readonly #ctx: RunContext;
+  readonly #tools: ReadonlyMap<string, Tool>;
+  readonly #past: readonly ChatMessage[];
+  readonly #saveHistory: boolean;
+  /** Everything this run added, in conversation order. */
+  readonly #produced: ChatMessage[] = [];
+  /** Text streamed in the current step, not yet committed as a message. */
+  #partial: { id: string; text: string } | undefined;
+  /** The tool calls of the current step and the results so far. */
+  #pending: { calls: readonly ToolCall[]; results: Map<string, ToolMessage> } | undefined;
+  #saving: Promise<void> | undefined;
+  #usage: ChatUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+  #steps = 0;
+
+  constructor(
+    options: ReActAgentOptions,
+    ctx: RunContext,
+    tools: ReadonlyMap<string, Tool>,
+    past: readonly ChatMessage[],
+    saveHistory: boolean,
+    input: string,
+  ) {
+    this.#options = options;
+    this.#ctx = ctx;
+    this.#tools = tools;
+    this.#past = past;
+    this.#saveHistory = saveHistory;
+    this.#produced.push({ role: 'user', content: input });
+  }
+
+  async run(): Promise<ReActResult> {
+    const ctx = this.#ctx;
+    const maxSteps = this.#options.maxSteps ?? 10;
+    let last: AssistantMessage | undefined;
+    while (this.#steps < maxSteps) {
+      if (ctx.interruptRequested) return this.#finishInterrupted();
+      const step = ++this.#steps;
+      const messageId = createMessageId();
+      this.#drainInbox(messageId, step);
+      const turn = await this.#callModel(messageId, step);
+      if (turn.interrupted) {
+        if (turn.text !== '')
+          this.#commitAssistant(
+            { role: 'assistant', id: messageId, content: turn.text, stop: 'interrupted' },
+            step,
+            turn,
+          );
+        return this.#finishInterrupted();
+      }
+      last = {
+        role: 'assistant',
+        id: messageId,
+        content: turn.text,
+        ...(turn.toolCalls.length > 0 ? { toolCalls: turn.toolCalls } : {}),
+      };
+      this.#commitAssistant(last, step, turn);
+      if (turn.toolCalls.length === 0) return this.#finish(last, 'completed');
+
+      for (const call of turn.toolCalls) {
+        ctx.emit('agent.tool_use', {
+          message_id: messageId,
+          tool_use_id: call.id,
+          name: call.name,
+          arguments: call.arguments,
+        });
+      }
+      this.#pending = { calls: turn.toolCalls, results: new Map() };
+      ctx.safePoint('afterChatModel', { step, messages: [...this.#produced] });
+      if (ctx.interruptRequested) {
+        for (const call of turn.toolCalls) {
+          this.#recordResult(messageId, toolResult(call, 'interrupted', notRunContent.interrupted));
+        }
+        this.#commitResults();
+        return this.#finishInterrupted();
+      }
+      await this.#runTools(messageId);
+      this.#commitResults();
+      ctx.safePoint('afterToolCalls', { step, messages: [...this.#produced] });
+    }
+    return this.#finish(last, 'max_steps');
+  }
+
+  /** Saves what the run produced, once; never rejects (a failure is a `session.error` event). */
+  save(stop: 'cancelled' | 'failed' | undefined): Promise<void> {
+    if (this.#saving !== undefined) return this.#saving;
+    const messages = [...this.#produced];
+    if (this.#partial !== undefined && this.#partial.text !== '') {
+      messages.push({
+        role: 'assistant',
+        id: this.#partial.id,
+        content: this.#partial.text,
+        stop: stop ?? 'cancelled',
+      });
+    }
+    if (this.#pending !== undefined) {
+      // Never half a tool call: every call of the last reply gets a result.
+      const { calls, results } = this.#pending;
+      const content = stop === 'failed' ? notRunContent.failed : notRunContent.cancelled;
+      for (const call of calls) {
+        messages.push(results.get(call.id) ?? toolResult(call, 'cancelled', content).message);
+      }
+    }
+    this.#saving = this.#saveHistory
+      ? this.#ctx.history.append(messages).catch(() => {
+          // Already logged as a `session.error` event by ctx.history; the reply still stands.
+        })
+      : Promise.resolve();
+    return this.#saving;
+  }
+
+  #drainInbox(messageId: string, step: number): void {
+    const format = this.#options.formatHint ?? ((hint: Hint) => hint.text);
+    for (const hint of this.#ctx.inbox.drain()) {
+      this.#produced.push({ role: 'user', content: format(hint), hintId: hint.id });
+      this.#ctx.emit('agent.hint_consumed', {
+        hint_id: hint.id,
+        message_id: messageId,
+        step,
+        source: hint.source,
+      });
+    }
+  }
+
+  async #callModel(messageId: string, step: number): Promise<ModelTurn> {
+    const ctx = this.#ctx;
+    const instructions = this.#options.instructions;
+    const request: ChatMessage[] = [
+      ...(instructions === undefined || instructions === ''
+        ? []
+        : [{ role: 'system' as const, content: instructions }]),
+      ...this.#past,
+      ...this.#produced,
+    ];
+    const partial = { id: messageId, text: '' };
+    this.#partial = partial;
+    const calls = new Map<
+      number,
+      { id?: string | undefined; name?: string | undefined; args: string }
+    >();
+    let finish: Extract<ChatChunk, { type: 'finish' }> | undefined;
+    let interrupted = false;
+    try {
+      const chunks = this.#options.model.stream(request, {
+        tools: [...this.#tools.values()].map((tool) => tool.spec),
+        // An interrupt stops a call that waits for its next chunk, not only between chunks.
+        signal: AbortSignal.any([ctx.signal, ctx.interruptSignal]),
+      });
+      for await (const chunk of chunks) {
+        if (chunk.type === 'text') {
+          if (chunk.delta !== '') {
+            partial.text += chunk.delta;
+            ctx.emit('agent.message_delta', { message_id: messageId, step, delta: chunk.delta });
+          }
+        } else if (chunk.type === 'tool_call') {
+          const call = calls.get(chunk.index) ?? { args: '' };
+          if (chunk.id !== undefined) call.id = chunk.id;
+          if (chunk.name !== undefined) call.name = (call.name ?? '') + chunk.name;
+          if (chunk.argumentsDelta !== undefined) call.args += chunk.argumentsDelta;
+          calls.set(chunk.index, call);
+        } else {
+          finish = chunk;
+        }
+        // Checked at every chunk (AgentScope's interrupt checkpoint); a finished reply is whole.
+        if (chunk.type !== 'finish' && ctx.interruptRequested) {
+          interrupted = true;
+          break;
+        }
+      }
+    } catch (error) {
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      if (!ctx.interruptRequested) {
+        throw error instanceof RunplaneError
+          ? error
+          : new ModelError(
+              `the model failed: ${error instanceof Error ? error.message : String(error)}`,
+              undefined,
+              { cause: error },
+            );
+      }
+      interrupted = true;
+    }
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    if (!interrupted && finish === undefined) {
+      throw new ModelError('the model stream ended without a finish chunk', undefined);
+    }
+    this.#partial = undefined;
+    const toolCalls = [...calls.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([index, call]): ToolCall => ({
+        id: call.id ?? `${messageId}_${index}`,
+        name: call.name ?? '',
+        arguments: call.args,
+      }));
+    return {
+      text: partial.text,
+      // Tool calls of a reply cut short are half calls: dropped.
+      toolCalls: interrupted ? [] : toolCalls,
+      finishReason: finish?.reason,
+      usage: finish?.usage,
+      interrupted,
+    };
+  }
+
+  #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn): void {
+    this.#usage = addUsage(this.#usage, turn.usage);
+    this.#produced.push(message);
+    this.#ctx.emit('agent.message', {
+      message_id: message.id,
+      step,
+      content: message.content,
+      tool_use_ids: (message.toolCalls ?? []).map((call) => call.id),
+      finish_reason: turn.finishReason ?? null,
+      stop: message.stop ?? null,
+      usage: turn.usage ?? null,
+    });
+  }
+
+  async #runTools(messageId: string): Promise<void> {
+    const ctx = this.#ctx;
+    const pending = this.#pending;
+    if (pending === undefined) return;
+    const signal = AbortSignal.any([ctx.signal, ctx.interruptSignal]);
+    // allSettled: a tool that ignores a cancel keeps the run unsettled, as it should (DESIGN.md §5).
+    const settled = await Promise.allSettled(
+      pending.calls.map(async (call) => {
+        const outcome = await runToolCall(call, this.#tools.get(call.name), ctx, signal);
+        this.#recordResult(messageId, outcome);
+      }),
+    );
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    for (const result of settled) if (result.status === 'rejected') throw result.reason;
+  }
+
+  #recordResult(messageId: string, outcome: ToolOutcome): void {
+    const pending = this.#pending;
+    if (pending === undefined) return;
+    pending.results.set(outcome.message.toolCallId, outcome.message);
+    this.#ctx.emit('agent.tool_result', {
+      message_id: messageId,
+      tool_use_id: outcome.message.toolCallId,
+      name: outcome.message.name,
+      status: outcome.status,
+      is_error: outcome.message.isError,
+      content: outcome.message.content,
+    });
+  }
+
+  /** Moves the current step's results into the conversation, in call order. */
+  #commitResults(): void {
+    const pending = this.#pending;
+    if (pending === undefined) return;
+    for (const call of pending.calls) {
+      const result = pending.results.get(call.id);
+      if (result !== undefined) this.#produced.push(result);
+    }
+    this.#pending = undefined;
+  }
+
+  async #finishInterrupted(): Promise<ReActResult> {
+    const ctx = this.#ctx;
+    const recovery = this.#options.recoveryReply ?? defaultRecovery;
+    const content =
+      typeof recovery === 'string'
+        ? recovery
+        : recovery({ interruptMessage: ctx.interruptMessage });
+    const message: AssistantMessage = {
+      role: 'assistant',
+      id: createMessageId(),
+      content,
+      stop: 'interrupted',
+    };
+    this.#produced.push(message);
+    ctx.emit('agent.message', {
+      message_id: message.id,
+      step: this.#steps,
+      content,
+      tool_use_ids: [],
+      finish_reason: null,
+      stop: 'interrupted',
+      usage: null,
+    });
+    return this.#finish(message, 'interrupted');
+  }
+
+  async #finish(last: AssistantMessage | undefined, reason: ReActStopReason): Promise<ReActResult> {
+    await this.save(undefined);
+    return {
+      reply: last?.content ?? '',
+      messageId: last?.id,
+      reason,
+      steps: this.#steps,
+      usage: this.#usage,
+      messages: [...this.#produced],
+    };
+  }
+}
+
+/**
+ * Creates the reference ReAct agent: its input is the user's message, its output a
+ * {@link ReActResult}.
+ *
+ * @remarks
+ * Each step: drain the session inbox into the request (so a hint reaches **that** model call,
+ * where AgentScope's can miss it), stream the model (`agent.message_delta` per text chunk,
+ * interrupt checked at every chunk, the call aborted by an interrupt or a cancel), log
+ * `agent.message`; with tool calls: `agent.tool_use`, `ctx.safePoint('afterChatModel')`, the
+ * tools in parallel (approval first when a tool needs it; `agent.tool_result` each),
+ * `ctx.safePoint('afterToolCalls')`, next step. Without tool calls the reply is final.
+ * After `maxSteps` model calls the run stops with reason `max_steps`.
+ *
+ * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
+ * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run
+ * (reason `interrupted`, run status COMPLETED), and the history is saved; a failed save is a
+ * `session.error` event and the reply is still returned. A cancel (immediate or at a safe
+ * point) saves what the run produced, with a "cancelled" result for every unfinished tool
+ * call, then lets the cancel stand. A failed model call saves likewise and fails the run.
+ *
+ * @param options - {@link ReActAgentOptions}
+ * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad option or duplicate tool
+ *   names; the agent's run fails with it for an input that is not a non-empty string
+ * @example
+ * ```ts
+ * const agent = createReActAgent({ model, tools: [weather], instructions: 'Be brief.' });
+ * const run = runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent, input: 'Weather in Paris?' });
+ * run.start();
+ * const { reply } = await run.result();
+ * ```
+ */
+export function createReActAgent(options: ReActAgentOptions): Agent<string, ReActResult> {
+  parseOptions(optionsSchema, options, 'options');
+  const tools = new Map<string, Tool>();
+  for (const tool of options.tools ?? []) {
+    if (tools.has(tool.name)) {
+      throw new InvalidArgumentError(
+        'tools',
+        `expected \`tools\` to have unique names, got ${JSON.stringify(tool.name)} twice`,
+      );
+    }
+    tools.set(tool.name, tool);
+  }
+  const mode = options.history ?? 'auto';
+
+  return {
+    async execute(input: string, ctx: RunContext): Promise<ReActResult> {
+      if (typeof input !== 'string' || input === '') {
+        throw new InvalidArgumentError(
+          'input',
+          `expected \`input\` to be a non-empty string, got ${typeof input === 'string' ? '""' : typeof input}`,
+        );
+      }
+      const saveHistory = mode === 'session' || (mode === 'auto' && ctx.parentRunId === undefined);
+      const past = saveHistory ? await ctx.history.load() : [];
+      const execution = new ReActExecution(options, ctx, tools, past, saveHistory, input);
+      // An immediate cancel saves at once: the agent may still wait for a tool that ignores
+      // its signal (and be abandoned), but what the run produced is kept.
+      const onAbort = () => void execution.save('cancelled');
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        if (ctx.signal.aborted) throw ctx.signal.reason;
+        return await execution.run();
+      } catch (error) {
+        await execution.save(isCancelled(ctx, error) ? 'cancelled' : 'failed');
+        throw error;
+      } finally {
+        ctx.signal.removeEventListener('abort', onAbort);
+      }
+    },
+  };
+}
