@@ -349,8 +349,8 @@ export class AgentRun<TOutput = unknown> {
     Promise.resolve()
       .then(() => this.#agent.execute(this.#input, ctx))
       .then(
-        (output) => this.#settleExecutor({ type: 'agent.done', output }),
-        (error: unknown) => this.#settleExecutor({ type: 'agent.error', error }),
+        (output) => this.#send({ type: 'agent.done', output }),
+        (error: unknown) => this.#send({ type: 'agent.error', error }),
       );
   }
 
@@ -359,12 +359,9 @@ export class AgentRun<TOutput = unknown> {
     this.#abort.abort(new RunCancelledError(this.id, cause, reason));
   }
 
-  /** The agent returned or threw. An abandoned run's actor is stopped: nothing to tell it. */
-  #settleExecutor(event: RunMachineEvent): void {
-    if (!this.#finished) this.#send(event);
-  }
-
+  /** Sends to the run actor; once the run has finished, its actor is stopped and this is a no-op. */
   #send(event: RunMachineEvent): void {
+    if (this.#finished) return;
     this.#actor.send(event);
   }
 
