@@ -4,15 +4,16 @@
  *
  * @module
  */
-import type { InspectionEvent, Observer } from 'xstate';
+import { createActor, type InspectionEvent, type Observer } from 'xstate';
 import { fromClockTimer } from '../../machines/clock-timer.js';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
 import { runMachine } from '../../machines/run.machine.js';
+import { runtimeMachine } from '../../machines/runtime.machine.js';
 import { sessionMachine, type SessionStrategy } from '../../machines/session.machine.js';
 import { z } from 'zod';
 import { createAgentServices } from '../agent/agent-services.js';
 import { ApprovalBroker, type ApprovalDecision, type PendingApproval } from '../agent/approvals.js';
-import { sleep, systemClock, type Clock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { InvalidArgumentError, SessionBusyError, ShuttingDownError } from '../errors.js';
 import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
@@ -238,8 +239,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const sessions = new Map<string, SessionHost>();
   const listeners = new Set<(event: RunplaneEvent, key: SessionKey) => void>();
   const slots = new RunSlots(options.maxConcurrentRuns ?? Number.POSITIVE_INFINITY);
-  let shuttingDown = false;
-  let shutdownResult: Promise<{ drained: boolean }> | undefined;
 
   const boundRunMachine = runMachine.provide({
     actors: { timer: fromClockTimer(clock) },
@@ -315,7 +314,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   };
 
   function armEviction(host: SessionHost): void {
-    if (host.evictionTimer !== undefined || shuttingDown) return;
+    if (host.evictionTimer !== undefined || shuttingDown()) return;
     host.evictionTimer = clock.setTimeout(() => {
       host.evictionTimer = undefined;
       if (!host.idle) return;
@@ -397,7 +396,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       });
     },
     spawnNested(parent, agent, input, spawnOptions: SpawnOptions | undefined) {
-      if (shuttingDown) throw new ShuttingDownError();
+      if (shuttingDown()) throw new ShuttingDownError();
       const child = createRun({
         ownerId: parent.ownerId,
         sessionId: parent.sessionId,
@@ -440,6 +439,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     onSettled(run, outcome: RunOutcome<unknown>) {
       if (outcome.status === 'CANCELLED' && outcome.unsettled) {
         append(run, 'run.unsettled', { unwind_timeout_ms: unwindTimeoutMs });
+        if (shuttingDown()) abandonedDuringShutdown = true;
       }
       liveRuns.delete(run.id);
       strategyOf.delete(run.id);
@@ -448,6 +448,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         if (host?.activeRunId === run.id)
           host.actor.send({ type: 'session.run_settled', runId: run.id });
       }
+      notifyIfAllSettled();
     },
     reportError,
     agentServices: (run, bound) =>
@@ -538,46 +539,66 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     };
   };
 
+  const isSettled = (run: AgentRun<unknown>) => !liveRuns.has(run.id);
+  const eachLive = (act: (run: AgentRun<unknown>) => void) => {
+    for (const run of [...liveRuns.values()]) if (!isSettled(run)) act(run);
+  };
+  const runtimeActor = createActor(
+    runtimeMachine.provide({
+      actions: {
+        cancelWaitingRuns: () =>
+          eachLive((run) => {
+            if (run.status === 'CREATED' || run.status === 'QUEUED') {
+              run.cancelWith(shutdownRequest('runtime shutdown'));
+            }
+          }),
+        interruptRunningRuns: () =>
+          eachLive((run) => {
+            if (run.status === 'RUNNING') run.interrupt('runtime shutdown');
+          }),
+        cancelRemainingRuns: () =>
+          eachLive((run) => run.cancelWith(shutdownRequest('shutdown grace period over'))),
+        // Runs during the transition into draining/forcing: the snapshot still says accepting.
+        checkSettled: () => {
+          if (liveRuns.size === 0) {
+            runtimeActor.send({ type: 'runtime.all_settled', abandoned: abandonedDuringShutdown });
+          }
+        },
+        stopSessions: () => {
+          for (const host of sessions.values()) {
+            disarmEviction(host);
+            host.actor.stop();
+          }
+          sessions.clear();
+        },
+      },
+    }),
+    { clock, inspect },
+  );
+  runtimeActor.subscribe({ error: reportError });
+  runtimeActor.start();
+  const shuttingDown = () => !runtimeActor.getSnapshot().matches('accepting');
+  let abandonedDuringShutdown = false;
+
+  function notifyIfAllSettled(): void {
+    if (liveRuns.size === 0 && shuttingDown() && runtimeActor.getSnapshot().status === 'active') {
+      runtimeActor.send({ type: 'runtime.all_settled', abandoned: abandonedDuringShutdown });
+    }
+  }
+
+  const shutdownResult = new Promise<{ drained: boolean }>((resolve) => {
+    runtimeActor.subscribe({
+      complete: () => resolve({ drained: runtimeActor.getSnapshot().output?.drained ?? false }),
+    });
+  });
+
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
-    shutdownResult ??= (async () => {
-      const { graceMs } = parseOptions(
-        z.object({ graceMs: durationMs.optional() }),
-        shutdownOptions,
-        'options',
-      );
-      shuttingDown = true;
-      const all = [...liveRuns.values()];
-      // Cancel waiting work first, so that nothing queued is admitted as running runs end.
-      for (const run of all) {
-        if (run.status === 'CREATED' || run.status === 'QUEUED')
-          run.cancelWith(shutdownRequest('runtime shutdown'));
-      }
-      for (const run of all) if (run.status === 'RUNNING') run.interrupt('runtime shutdown');
-      const settledAll = Promise.all(all.map((run) => run.termination));
-      const grace = new AbortController();
-      const timedOut = await Promise.race([
-        settledAll.then(() => false),
-        sleep(clock, graceMs ?? 10_000, grace.signal).then(
-          () => true,
-          () => false,
-        ),
-      ]);
-      grace.abort();
-      let drained = !timedOut;
-      if (timedOut) {
-        const left = [...liveRuns.values()];
-        for (const run of left) run.cancelWith(shutdownRequest('shutdown grace period over'));
-        await Promise.all(left.map((run) => run.termination));
-      }
-      const outcomes = await settledAll;
-      if (outcomes.some((o) => o.status === 'CANCELLED' && o.unsettled)) drained = false;
-      for (const host of sessions.values()) {
-        disarmEviction(host);
-        host.actor.stop();
-      }
-      sessions.clear();
-      return { drained };
-    })();
+    const { graceMs } = parseOptions(
+      z.object({ graceMs: durationMs.optional() }),
+      shutdownOptions,
+      'options',
+    );
+    runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
     return shutdownResult;
   };
 
@@ -611,7 +632,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     },
     prepare<TInput, TOutput>(prepareOptions: PrepareOptions<TInput, TOutput>): AgentRun<TOutput> {
       const parsed = parseOptions(prepareSchema, prepareOptions, 'options');
-      if (shuttingDown) throw new ShuttingDownError();
+      if (shuttingDown()) throw new ShuttingDownError();
       const run = createRun<TOutput>({
         ownerId: parsed.ownerId,
         sessionId: parsed.sessionId,

@@ -51,6 +51,20 @@ describe('runtime.shutdown', () => {
     expect(await runtime.shutdown({ graceMs: 1 })).toEqual({ drained: true });
   });
 
+  it('no timer is left armed on the clock after shutdown', async () => {
+    const { runtime, clock } = createTestRuntime({ sessionIdleTtlMs: 60_000 });
+    const gate = gatedAgent();
+    const timed = runtime.prepare({ ...owner, agent: gate.agent, input: 'a', timeoutMs: 10_000 });
+    timed.start();
+    await gate.started(timed.id);
+    gate.complete(timed.id, 'done');
+    await timed.termination;
+    const pending = (clock as unknown as { timeouts: Map<unknown, unknown> }).timeouts;
+    expect(pending.size).toBeGreaterThan(0); // the idle session's eviction timer
+    expect(await runtime.shutdown({ graceMs: 1_000 })).toEqual({ drained: true });
+    expect(pending.size).toBe(0);
+  });
+
   it('12. a running run that ignores the interrupt is cancelled after graceMs; drained is false', async () => {
     const { runtime, clock } = createTestRuntime();
     const gate = gatedAgent(); // ignores interrupts, honours its signal
