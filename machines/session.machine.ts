@@ -5,8 +5,10 @@
  * Runs are not children of this actor: xstate #4990 makes a parent with thousands of children
  * quadratic (measured here: 2 ms per spawn at 10,000 children). The session knows its runs by
  * id and reaches them through actions the runtime provides:
- * - `requestSlot` / `withdrawSlotRequest` / `releaseSlot`: the runtime-wide concurrency gate
- *   (`maxConcurrentRuns`); the runtime answers a request with `session.slot_granted`;
+ * - `slotFree` (guard) / `takeSlot`: admit at once when the runtime-wide gate
+ *   (`maxConcurrentRuns`) has a free slot;
+ * - `requestSlot` / `withdrawSlotRequest` / `releaseSlot`: otherwise wait in the gate's line;
+ *   the runtime answers a request with `session.slot_granted`;
  * - `admitRun`, `interruptRun`, `cancelRun`: commands to one run.
  *
  * The slot is released only on `session.run_settled`, which the runtime sends once the active
@@ -19,7 +21,7 @@
  *
  * @module
  */
-import { assign, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 import { CancelMode, type CancelCause, type CancelModeValue } from './cancel-request.js';
 import { RunQueue } from './run-queue.js';
 
@@ -103,6 +105,8 @@ export const sessionMachine = setup({
     requestSlot: () => undefined,
     /** Placeholder: the session no longer needs the slot it asked for. */
     withdrawSlotRequest: () => undefined,
+    /** Placeholder: take the free slot that `slotFree` saw (synchronously, same step). */
+    takeSlot: () => undefined,
     /** Placeholder: give the slot back to the runtime. */
     releaseSlot: () => undefined,
     /** Placeholder: move run `runId` from QUEUED to RUNNING. */
@@ -121,6 +125,8 @@ export const sessionMachine = setup({
     clearActive: assign({ activeRunId: undefined }),
   },
   guards: {
+    /** Placeholder: whether the runtime has a run slot free right now (a pure query). */
+    slotFree: () => true,
     queueEmpty: ({ context }) => context.queue.size === 0,
     isActiveRun: ({ context, event }) =>
       event.type === 'session.run_settled' && event.runId === context.activeRunId,
@@ -143,7 +149,19 @@ export const sessionMachine = setup({
   states: {
     idle: {
       on: {
-        'session.enqueue': { target: 'admitting', actions: 'addToQueue' },
+        'session.enqueue': [
+          {
+            // The common case: a free slot, so the run is admitted in this very step.
+            guard: 'slotFree',
+            target: 'active',
+            actions: [
+              'takeSlot',
+              assign({ activeRunId: ({ event }) => event.runId }),
+              { type: 'admitRun', params: ({ event }) => event.runId },
+            ],
+          },
+          { target: 'admitting', actions: 'addToQueue' },
+        ],
       },
     },
     admitting: {
@@ -183,9 +201,14 @@ export const sessionMachine = setup({
         'session.dequeue': { actions: 'removeFromQueue' },
         'session.run_settled': [
           {
+            guard: and(['isActiveRun', 'queueEmpty']),
+            actions: ['clearActive', 'releaseSlot'],
+            target: 'idle',
+          },
+          {
             guard: 'isActiveRun',
             actions: ['clearActive', 'releaseSlot'],
-            target: 'afterRun',
+            target: 'admitting',
           },
         ],
       },
@@ -236,9 +259,6 @@ export const sessionMachine = setup({
           },
         },
       },
-    },
-    afterRun: {
-      always: [{ guard: 'queueEmpty', target: 'idle' }, { target: 'admitting' }],
     },
   },
 });

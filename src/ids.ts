@@ -10,7 +10,12 @@ export function createRunId(): string {
   return nanoid();
 }
 
-/** A fresh event id (21-character nanoid). */
-export function createEventId(): string {
-  return nanoid();
+/**
+ * A generator of ids unique across processes and cheap to call: a nanoid prefix fixed at
+ * creation, then a base-36 counter (`V1StGXR8_Z5jdHi6B-myT.1`, `….2`, …).
+ */
+export function createIdSequence(): () => string {
+  const prefix = nanoid();
+  let next = 0;
+  return () => `${prefix}.${(++next).toString(36)}`;
 }

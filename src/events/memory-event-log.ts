@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { createEventId } from '../ids.js';
+import { createIdSequence } from '../ids.js';
 import type {
   EventLog,
   NewEvent,
@@ -16,8 +16,8 @@ import type {
 /** Options of {@link createMemoryEventLog}. */
 export interface MemoryEventLogOptions {
   /**
-   * Keep at most this many events per session, dropping the oldest (`seq` never rewinds).
-   * Must be a positive integer. @default Infinity
+   * Keep about this many events per session (at least this many, at most a quarter more),
+   * dropping the oldest (`seq` never rewinds). A positive integer. @default Infinity
    */
   readonly maxEventsPerSession?: number;
 }
@@ -48,7 +48,10 @@ function matches(event: RunplaneEvent, options: ReadOptions): boolean {
  */
 export function createMemoryEventLog(options: MemoryEventLogOptions = {}): EventLog {
   const cap = options.maxEventsPerSession ?? Number.POSITIVE_INFINITY;
+  // Trimming is amortized: up to a quarter over the cap, then back down to it in one splice.
+  const trimAt = cap + Math.max(1, Math.ceil(cap / 4));
   const logs = new Map<string, SessionLog>();
+  const nextEventId = createIdSequence();
 
   const logOf = (key: SessionKey): SessionLog => {
     const k = keyOf(key);
@@ -91,7 +94,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
       const log = logOf(key);
       const stored: RunplaneEvent = {
         seq: ++log.lastSeq,
-        id: createEventId(),
+        id: nextEventId(),
         sessionId: key.sessionId,
         runId: event.runId,
         type: event.type,
@@ -99,7 +102,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         at: event.at,
       };
       log.events.push(stored);
-      if (log.events.length > cap) log.events.splice(0, log.events.length - cap);
+      if (log.events.length >= trimAt) log.events.splice(0, log.events.length - cap);
       if (log.waiters.size > 0) {
         const waiters = [...log.waiters];
         log.waiters.clear();

@@ -54,6 +54,8 @@ export interface AgentRunInit<TInput, TOutput> {
 
 type RunSnapshot = SnapshotFrom<BoundRunMachine>;
 
+const noChildren: ReadonlySet<AgentRun<unknown>> = new Set();
+
 const statusOf = (snapshot: RunSnapshot): RunStatus =>
   (typeof snapshot.value === 'string'
     ? snapshot.value
@@ -93,8 +95,8 @@ export class AgentRun<TOutput = unknown> {
   readonly #actor: Actor<BoundRunMachine>;
   readonly #abort = new AbortController();
   /** Aborted when an interrupt reaches the RUNNING run (`ctx.interruptSignal`). */
-  readonly #interrupt = new AbortController();
-  readonly #children = new Set<AgentRun<unknown>>();
+  #interrupt: AbortController | undefined; // created on first use: most runs never need it
+  #children: Set<AgentRun<unknown>> | undefined; // created by the first ctx.spawn
   readonly #terminal: Promise<RunStatus>;
   readonly #externalSignal: AbortSignal | undefined;
   #resolveTerminal!: (status: RunStatus) => void;
@@ -339,7 +341,7 @@ export class AgentRun<TOutput = unknown> {
 
   /** @internal The live nested runs. */
   get children(): ReadonlySet<AgentRun<unknown>> {
-    return this.#children;
+    return this.#children ?? noChildren;
   }
 
   /** @internal Runs the agent; wired as the run machine's `startExecutor` action. */
@@ -393,7 +395,9 @@ export class AgentRun<TOutput = unknown> {
       sessionId: run.sessionId,
       parentRunId: run.parentRunId,
       signal: run.#abort.signal,
-      interruptSignal: run.#interrupt.signal,
+      get interruptSignal() {
+        return run.#interruptController().signal;
+      },
       clock: run.#core.clock,
       inbox: services.inbox,
       history: services.history,
@@ -421,16 +425,36 @@ export class AgentRun<TOutput = unknown> {
           throw new RunCancelledError(run.id, run.#actor.getSnapshot().context.cause ?? 'cancel');
         }
         const child = run.#core.spawnNested(run, agent, input, options);
-        run.#children.add(child);
-        void child.termination.then(() => run.#children.delete(child));
+        const children = (run.#children ??= new Set());
+        children.add(child);
+        void child.termination.then(() => children.delete(child));
         return child;
       },
     };
   }
 
+  /** The interrupt controller, created on first use (already aborted if the run was interrupted). */
+  #interruptController(): AbortController {
+    if (this.#interrupt === undefined) {
+      this.#interrupt = new AbortController();
+      const { interruptRequested, interruptMessage } = this.#actor.getSnapshot().context;
+      if (interruptRequested) {
+        this.#interrupt.abort(
+          new DOMException(interruptMessage ?? 'run interrupted', 'AbortError'),
+        );
+      }
+    }
+    return this.#interrupt;
+  }
+
   #onSnapshot(snapshot: RunSnapshot): void {
-    if (snapshot.context.interruptRequested && !this.#interrupt.signal.aborted) {
-      this.#interrupt.abort(
+    const interrupt = this.#interrupt;
+    if (
+      interrupt !== undefined &&
+      snapshot.context.interruptRequested &&
+      !interrupt.signal.aborted
+    ) {
+      interrupt.abort(
         new DOMException(snapshot.context.interruptMessage ?? 'run interrupted', 'AbortError'),
       );
     }
@@ -441,12 +465,14 @@ export class AgentRun<TOutput = unknown> {
       this.#core.onStatusChange(this, from, status, snapshot.context);
       if (terminalRunStatuses.has(status)) this.#onTerminal(status);
     }
-    if (!this.#finished && isSettled(snapshot)) this.#finish(snapshot);
+    if (!this.#finished && terminalRunStatuses.has(status) && isSettled(snapshot)) {
+      this.#finish(snapshot);
+    }
   }
 
   #onTerminal(status: RunStatus): void {
     this.#resolveTerminal(status);
-    for (const child of this.#children) {
+    for (const child of this.#children ?? noChildren) {
       child.cancelWith(this.#request('cancel', CancelMode.Immediate, 'parent run ended'));
     }
   }

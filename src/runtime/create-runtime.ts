@@ -258,7 +258,11 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     sessions.get(keyOf(key.ownerId, key.sessionId));
 
   const boundSessionMachine = sessionMachine.provide({
+    guards: {
+      slotFree: () => slots.hasFree(),
+    },
     actions: {
+      takeSlot: () => slots.take(),
       requestSlot: ({ context }) => {
         const host = hostFor(context);
         if (host !== undefined) slots.request(host);

@@ -20,6 +20,17 @@ export class RunSlots {
     this.#free = max;
   }
 
+  /** Whether a slot is free now (no waiter can be waiting then). */
+  hasFree(): boolean {
+    return this.#free > 0;
+  }
+
+  /** Takes a free slot. @throws Error when none is free (a caller bug: check {@link RunSlots.hasFree}). */
+  take(): void {
+    if (this.#free <= 0) throw new Error('RunSlots.take() without a free slot');
+    this.#free--;
+  }
+
   /** Grants at once when a slot is free, else queues the waiter. */
   request(waiter: SlotWaiter): void {
     if (this.#free > 0) {
