@@ -32,6 +32,12 @@ export type {
   RunMachineInput,
 } from '../machines/run.machine.js';
 export { sessionMachine } from '../machines/session.machine.js';
+export { runtimeMachine } from '../machines/runtime.machine.js';
+export type {
+  RuntimeMachineContext,
+  RuntimeMachineEvent,
+  RuntimeMachineOutput,
+} from '../machines/runtime.machine.js';
 export type { SessionStrategy } from '../machines/session.machine.js';
 export { systemClock, sleep } from './clock.js';
 export type { Clock } from './clock.js';

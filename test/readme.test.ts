@@ -9,8 +9,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 
 const readme = readFileSync(join(import.meta.dirname, '..', 'README.md'), 'utf8');
 
-function blockAfter(heading: string, fence: string): string {
-  const start = readme.indexOf(heading);
+function blockAfter(heading: string, fence: string, from = 0): string {
+  const start = readme.indexOf(heading, from);
   expect(start, `README has "${heading}"`).toBeGreaterThanOrEqual(0);
   const open = readme.indexOf('```' + fence + '\n', start);
   const close = readme.indexOf('\n```', open + 4);
@@ -20,18 +20,26 @@ function blockAfter(heading: string, fence: string): string {
 describe('README', () => {
   afterEach(() => vi.restoreAllMocks());
 
-  it('the embedding example runs as written and prints what the README says', async () => {
-    const code = blockAfter('## Embedding', 'ts');
-    const expected = blockAfter('It prints:', 'text').trimEnd().split('\n');
-    const dir = join(import.meta.dirname, '..', 'test-artifacts');
-    mkdirSync(dir, { recursive: true });
-    const file = join(dir, 'readme-example.ts');
-    writeFileSync(file, code);
-    const lines: string[] = [];
-    vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
-      lines.push(format(...args));
-    });
-    await import(file);
-    expect(lines).toEqual(expected);
-  });
+  it.each([
+    ['## Embedding', 'readme-embedding.ts'],
+    ['## Agents: models, tools, approvals, hints', 'readme-agents.ts'],
+  ])(
+    'the example under "%s" runs as written and prints what the README says',
+    async (heading, name) => {
+      const code = blockAfter(heading, 'ts');
+      const expected = blockAfter('It prints:', 'text', readme.indexOf(heading))
+        .trimEnd()
+        .split('\n');
+      const dir = join(import.meta.dirname, '..', 'test-artifacts');
+      mkdirSync(dir, { recursive: true });
+      const file = join(dir, name);
+      writeFileSync(file, code);
+      const lines: string[] = [];
+      vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
+        lines.push(format(...args));
+      });
+      await import(file);
+      expect(lines).toEqual(expected);
+    },
+  );
 });

@@ -197,6 +197,9 @@ const prepareSchema = z.object({
     .optional(),
 });
 
+const sessionKeySchema = z.object({ ownerId: nonEmptyString, sessionId: nonEmptyString });
+const shutdownSchema = z.object({ graceMs: durationMs.optional() });
+
 const keyOf = (ownerId: string, sessionId: string) => `${ownerId}\u0000${sessionId}`;
 
 const shutdownRequest = (reason: string): CancelRequest => ({
@@ -502,11 +505,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   };
 
   const session = (ownerId: string, sessionId: string): Session => {
-    parseOptions(
-      z.object({ ownerId: nonEmptyString, sessionId: nonEmptyString }),
-      { ownerId, sessionId },
-      'session',
-    );
+    parseOptions(sessionKeySchema, { ownerId, sessionId }, 'session');
     const peek = () => sessions.get(keyOf(ownerId, sessionId));
     return {
       ownerId,
@@ -597,11 +596,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   });
 
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
-    const { graceMs } = parseOptions(
-      z.object({ graceMs: durationMs.optional() }),
-      shutdownOptions,
-      'options',
-    );
+    const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
     runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
     return shutdownResult;
   };
