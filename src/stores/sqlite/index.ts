@@ -1,0 +1,14 @@
+/**
+ * `runplane/stores/sqlite`: the SQLite stores, on better-sqlite3 12 (a native addon, built
+ * from source at install when no prebuilt binary can be fetched).
+ *
+ * A short tour: {@link createSqliteCheckpointStore} opens a database file in WAL mode and
+ * gives a `CheckpointStore` for `createTurnLoop({ store, checkpointId })`. Close it when done.
+ *
+ * @module
+ */
+export { createSqliteCheckpointStore } from './sqlite-checkpoint-store.js';
+export type {
+  SqliteCheckpointStore,
+  SqliteCheckpointStoreOptions,
+} from './sqlite-checkpoint-store.js';
