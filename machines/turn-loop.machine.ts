@@ -149,6 +149,11 @@ export interface TurnEnding {
   readonly agentState: unknown;
   /** Whether a preempt of this loop contributed to the run's cancel request. */
   readonly preemptContributed: boolean;
+  /**
+   * onAgentEvents returned before the run ended and nothing else had cancelled it, so the loop
+   * cancelled the run itself: the turn counts as finished.
+   */
+  readonly endedByHandler: boolean;
 }
 
 /** Why the loop is exiting and what the exiting turn left behind. */
@@ -776,7 +781,7 @@ export const turnLoopMachine = effectsSetup
                 agentState,
               },
             });
-          } else if (ending.status === 'CANCELLED') {
+          } else if (ending.status === 'CANCELLED' && !ending.endedByHandler) {
             if (context.closed) {
               enqueue.assign({
                 ending: {

@@ -53,9 +53,9 @@ export interface PersistedLoopSnapshot {
  */
 export interface CheckpointCodec {
   /** Encodes a checkpoint; may throw (the save then fails with `STORE_FAILED`). */
-  encode(checkpoint: Checkpoint): Uint8Array;
+  readonly encode: (checkpoint: Checkpoint) => Uint8Array;
   /** Decodes bytes; may throw (the load then fails with `CHECKPOINT_CORRUPT`). */
-  decode(data: Uint8Array): unknown;
+  readonly decode: (data: Uint8Array) => unknown;
 }
 
 const encoder = new TextEncoder();

@@ -152,11 +152,14 @@ const pushSchema = z
 /** A strategy's answer, validated under the field name `strategy()`. */
 const strategyAnswerSchema = z.object({
   'strategy()': z
-    .looseObject(preemptShape)
-    .superRefine(needsPreempt)
-    .refine((answer) => !isFunction((answer as { then?: unknown }).then), {
-      error: 'a synchronous answer (not a promise)',
-    }),
+    .custom<object>(
+      (answer) =>
+        typeof answer === 'object' &&
+        answer !== null &&
+        !isFunction((answer as { then?: unknown }).then),
+      { error: 'preempt options or undefined, answered synchronously (not a promise)' },
+    )
+    .pipe(z.looseObject(preemptShape).superRefine(needsPreempt)),
 });
 
 const stopModes = ['afterTurn', 'graceful', 'immediate'] as const;
@@ -344,6 +347,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
     const preempted = new AbortController();
     const stopped = new AbortController();
     let preemptContributed = false;
+    let stopContributed = false;
+    let endedByHandler = false;
     const context: TurnContext<TItem> = {
       turnId,
       runId: run.id,
@@ -361,6 +366,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         preemptContributed = true;
         preempted.abort(request.reason);
       } else {
+        stopContributed = true;
         stopped.abort(request.reason);
       }
     });
@@ -382,13 +388,14 @@ export function createTurnLoop<TItem, TInput = unknown>(
       .then((error) => {
         // A handler that returns early does not leave its run behind.
         if (!terminalRunStatuses.has(run.status)) {
-          run.cancelWith({
+          const { contributed } = run.cancelWith({
             mode: CancelMode.Immediate,
             deadlineAt: undefined,
             recursive: true,
             cause: 'cancel',
             reason: 'onAgentEvents returned before the run ended',
           });
+          endedByHandler = contributed && !preemptContributed && !stopContributed;
         }
         return error;
       });
@@ -415,6 +422,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
             : undefined,
         agentState: run.safePointState,
         preemptContributed,
+        endedByHandler,
       };
       send({ type: 'turn.ended', turnId, ending });
     });

@@ -5,6 +5,8 @@
  */
 import { SimulatedClock } from 'xstate';
 import {
+  jsonCheckpointCodec,
+  type Checkpoint,
   createRuntime,
   createTurnLoop,
   type Agent,
@@ -174,4 +176,10 @@ export function createTestLoop(
     ...overrides,
   });
   return { loop, runtime, clock, reported, stepped, genInputCalls, prepared };
+}
+
+/** Decodes stored checkpoint bytes with the default codec (fails the test when absent). */
+export function decodeStored(data: Uint8Array | undefined): Checkpoint<string> {
+  if (data === undefined) throw new Error('no checkpoint stored');
+  return jsonCheckpointCodec.decode(data) as Checkpoint<string>;
 }
