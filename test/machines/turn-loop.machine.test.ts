@@ -123,6 +123,11 @@ const push = (item: unknown, extra: Record<string, unknown> = {}) => ({
 });
 
 describe('turn-loop machine transitions', () => {
+  it('keeps at most 16 context fields (XState copies the context per push; V8 slows down from 20)', () => {
+    const { actor } = stubbed();
+    expect(Object.keys(actor.getSnapshot().context).length).toBeLessThanOrEqual(16);
+  });
+
   it('buffers pushes before run; a stop before run exits with them unhandled and refuses later pushes', () => {
     const { actor } = stubbed();
     actor.send(push('a'));
