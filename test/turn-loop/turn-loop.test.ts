@@ -364,4 +364,16 @@ describe('TurnLoop callbacks', () => {
     const exit = await loop.wait();
     expect(exit.unhandledItems).toEqual(['a', 'urgent']);
   });
+
+  it('a turn whose run cannot be created (runtime shutting down) ends the loop; its items are unhandled', async () => {
+    const { loop, runtime } = createTestLoop();
+    await runtime.shutdown({ graceMs: 0 });
+    loop.push('a');
+    loop.push('b');
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ code: 'SHUTTING_DOWN' });
+    expect(exit.unhandledItems).toEqual(['a', 'b']);
+    expect(exit.interruptedItems).toEqual([]);
+  });
 });
