@@ -59,8 +59,21 @@ export type PushDecision =
   | { readonly ok: true; readonly preempt: PreemptSpec | undefined }
   | { readonly ok: false; readonly error: unknown };
 
-/** What the machine made of the latest push. */
-export type PushReceipt = 'accepted' | 'refused' | { readonly error: unknown };
+/** What the machine made of the latest push, tagged with that push's `seq`. */
+export type PushReceipt = {
+  readonly seq: number;
+  readonly outcome: 'accepted' | 'refused' | { readonly error: unknown };
+};
+
+/**
+ * Identifies one push. A push sent while the loop is in the middle of a step (re-entrantly,
+ * from user code the step called) is queued by XState and would be answered too late; the
+ * runtime then sets `withdrawn` before the machine sees it, and the machine ignores it.
+ */
+export interface PushToken {
+  readonly seq: number;
+  withdrawn: boolean;
+}
 
 /** One `stop()` call, with defaults resolved by the runtime. */
 export interface StopCall {
@@ -230,6 +243,7 @@ export interface TurnLoopInput {
 export type TurnLoopEvent =
   | {
       type: 'loop.push';
+      token: PushToken;
       item: unknown;
       at: number;
       ackId: number | undefined;
@@ -623,17 +637,18 @@ const effectsSetup = loopSetup.extend({
 
     acceptPush: loopSetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
-        if (event.type !== 'loop.push') return;
+        if (event.type !== 'loop.push' || event.token.withdrawn) return;
+        const { seq } = event.token;
         const decision: PushDecision =
           event.decide === undefined
             ? { ok: true, preempt: event.preempt }
             : event.decide(strategyTurnId(context));
         if (!decision.ok) {
-          enqueue.assign({ lastPush: { error: decision.error } });
+          enqueue.assign({ lastPush: { seq, outcome: { error: decision.error } } });
           return;
         }
         context.buffer.push(event.item);
-        enqueue.assign({ lastPush: 'accepted', needsPlanning: true });
+        enqueue.assign({ lastPush: { seq, outcome: 'accepted' }, needsPlanning: true });
         const preempt = decision.preempt;
         const ackIds = event.ackId === undefined ? [] : [event.ackId];
         const turn = context.turn;
@@ -683,8 +698,8 @@ const effectsSetup = loopSetup.extend({
 
     refusePush: loopSetup.createAction(
       enqueueActions(({ event, enqueue }) => {
-        if (event.type !== 'loop.push') return;
-        enqueue.assign({ lastPush: 'refused' });
+        if (event.type !== 'loop.push' || event.token.withdrawn) return;
+        enqueue.assign({ lastPush: { seq: event.token.seq, outcome: 'refused' } });
         if (event.ackId !== undefined) enqueue({ type: 'settleAcks', params: [event.ackId] });
       }),
     ),

@@ -14,6 +14,7 @@ import {
   type PrepareInput,
   type PreemptSpec,
   type PushDecision,
+  type PushToken,
   type SaveCheckpointInput,
   type StopCall,
   type TurnEnding,
@@ -266,6 +267,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
 
   const acks = new Map<number, () => void>();
   let ackSeq = 0;
+  let pushSeq = 0;
   const turns = new Map<string, TurnContext<TItem>>();
   const late: TItem[] = [];
   let lateTaken = false;
@@ -321,124 +323,142 @@ export function createTurnLoop<TItem, TInput = unknown>(
     return partitionItems(answer, offered, 'genResume');
   };
 
-  /** Runs one turn: starts its run, feeds onAgentEvents, reports when both are done. */
+  const cancelNow = (run: AgentRun<unknown>, reason: string) =>
+    run.cancelWith({
+      mode: CancelMode.Immediate,
+      deadlineAt: undefined,
+      recursive: true,
+      cause: 'cancel',
+      reason,
+    });
+
+  /**
+   * Runs one turn: starts its run, feeds onAgentEvents, reports when both are done.
+   *
+   * The run is created one microtask after the step that entered the turn, so that code it
+   * triggers synchronously (runtime event listeners) never runs inside a loop step; preempts
+   * and stops that arrive meanwhile are delivered at `turn.started`.
+   */
   const runTurn = (
     input: TurnInput,
     sendBack: (event: TurnLoopEvent) => void,
     receive: (listener: (command: TurnCancelCommand) => void) => void,
   ): (() => void) => {
+    const { turnId } = input;
     let live = true;
+    let run: AgentRun<unknown> | undefined;
     const send = (event: TurnLoopEvent) => {
       if (live) sendBack(event);
     };
-    const { turnId } = input;
-    let run: AgentRun<unknown>;
-    try {
-      run = runtime.prepare({
-        ownerId,
-        sessionId,
-        agent: input.agent as Agent<unknown, unknown>,
-        input: input.input,
-      });
-      run.start();
-    } catch (error) {
-      send({ type: 'turn.failed', turnId, error });
-      return () => (live = false);
-    }
     const preempted = new AbortController();
     const stopped = new AbortController();
     let preemptContributed = false;
     let stopContributed = false;
     let endedByHandler = false;
-    const context: TurnContext<TItem> = {
-      turnId,
-      runId: run.id,
-      consumed: input.consumed as readonly TItem[],
-      preempted: preempted.signal,
-      stopped: stopped.signal,
-      get stopCause() {
-        return currentStopCause();
-      },
-    };
-    turns.set(turnId, context);
+
     receive(({ request, by }) => {
-      if (!run.cancelWith(request).contributed) return;
+      if (run === undefined || !run.cancelWith(request).contributed) return;
       if (by === 'preempt') {
         preemptContributed = true;
-        preempted.abort(request.reason);
+        // Listeners run after this loop step, so they may push.
+        queueMicrotask(() => preempted.abort(request.reason));
       } else {
         stopContributed = true;
-        stopped.abort(request.reason);
+        queueMicrotask(() => stopped.abort(request.reason));
       }
     });
-    send({ type: 'turn.started', turnId, runId: run.id, at: clock.now() });
 
-    const customHandler = config.onAgentEvents !== undefined;
-    const handled: Promise<unknown> = Promise.resolve()
-      .then(async () => {
-        if (config.onAgentEvents !== undefined) return config.onAgentEvents(context, run.events());
-        for await (const _event of run.events()) {
-          // The default handler drains; the run's error is taken from its outcome.
-        }
-        return undefined;
-      })
-      .then(
-        (value) => value ?? undefined,
-        (thrown: unknown) => thrown ?? new Error('onAgentEvents threw a nullish value'),
-      )
-      .then((error) => {
-        // A handler that returns early does not leave its run behind.
-        if (!terminalRunStatuses.has(run.status)) {
-          const { contributed } = run.cancelWith({
-            mode: CancelMode.Immediate,
-            deadlineAt: undefined,
-            recursive: true,
-            cause: 'cancel',
-            reason: 'onAgentEvents returned before the run ended',
-          });
-          endedByHandler = contributed && !preemptContributed && !stopContributed;
-        }
-        return error;
-      });
-
-    void Promise.all([handled, run.termination]).then(([handlerError, outcome]) => {
-      turns.delete(turnId);
-      let error = handlerError;
-      if (!customHandler && outcome.status === 'FAILED') error = outcome.error;
-      if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
-        error = undefined; // the loop handles its turns' cancellations itself
-      }
-      const ending: TurnEnding = {
-        status: outcome.status,
-        error,
-        cancelError:
-          outcome.status === 'CANCELLED'
-            ? new TurnCancelledError(
-                run.id,
-                turnId,
-                outcome.cause,
-                outcome.reason,
-                outcome.escalated,
-              )
-            : undefined,
-        agentState: run.safePointState,
-        preemptContributed,
-        endedByHandler,
+    const follow = (current: AgentRun<unknown>) => {
+      const context: TurnContext<TItem> = {
+        turnId,
+        runId: current.id,
+        consumed: input.consumed as readonly TItem[],
+        preempted: preempted.signal,
+        stopped: stopped.signal,
+        get stopCause() {
+          return currentStopCause();
+        },
       };
-      send({ type: 'turn.ended', turnId, ending });
+      turns.set(turnId, context);
+      send({ type: 'turn.started', turnId, runId: current.id, at: clock.now() });
+
+      const customHandler = config.onAgentEvents !== undefined;
+      const handled: Promise<unknown> = Promise.resolve()
+        .then(async () => {
+          if (config.onAgentEvents !== undefined) {
+            return config.onAgentEvents(context, current.events());
+          }
+          for await (const _event of current.events()) {
+            // The default handler drains; the run's error is taken from its outcome.
+          }
+          return undefined;
+        })
+        .then(
+          (value) => value ?? undefined,
+          (thrown: unknown) => thrown ?? new Error('onAgentEvents threw a nullish value'),
+        )
+        .then((error) => {
+          // A handler that returns early does not leave its run behind.
+          if (!terminalRunStatuses.has(current.status)) {
+            const { contributed } = cancelNow(
+              current,
+              'onAgentEvents returned before the run ended',
+            );
+            endedByHandler = contributed && !preemptContributed && !stopContributed;
+          }
+          return error;
+        });
+
+      void Promise.all([handled, current.termination]).then(([handlerError, outcome]) => {
+        turns.delete(turnId);
+        let error = handlerError;
+        if (!customHandler && outcome.status === 'FAILED') error = outcome.error;
+        if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
+          error = undefined; // the loop handles its turns' cancellations itself
+        }
+        const ending: TurnEnding = {
+          status: outcome.status,
+          error,
+          cancelError:
+            outcome.status === 'CANCELLED'
+              ? new TurnCancelledError(
+                  current.id,
+                  turnId,
+                  outcome.cause,
+                  outcome.reason,
+                  outcome.escalated,
+                )
+              : undefined,
+          agentState: current.safePointState,
+          preemptContributed,
+          endedByHandler,
+        };
+        send({ type: 'turn.ended', turnId, ending });
+      });
+    };
+
+    queueMicrotask(() => {
+      if (!live) return;
+      try {
+        run = runtime.prepare({
+          ownerId,
+          sessionId,
+          agent: input.agent as Agent<unknown, unknown>,
+          input: input.input,
+        });
+        run.start();
+      } catch (error) {
+        send({ type: 'turn.failed', turnId, error });
+        return;
+      }
+      follow(run);
     });
 
     return () => {
       live = false;
       turns.delete(turnId);
-      if (!terminalRunStatuses.has(run.status)) {
-        run.cancelWith({
-          mode: CancelMode.Immediate,
-          deadlineAt: undefined,
-          recursive: true,
-          cause: 'cancel',
-          reason: 'turn loop stopped',
-        });
+      if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+        cancelNow(run, 'turn loop stopped');
       }
     };
   };
@@ -622,8 +642,10 @@ export function createTurnLoop<TItem, TInput = unknown>(
                 return { ok: false, error };
               }
             };
+      const token: PushToken = { seq: ++pushSeq, withdrawn: false };
       actor.send({
         type: 'loop.push',
+        token,
         item,
         at: clock.now(),
         ackId,
@@ -631,13 +653,25 @@ export function createTurnLoop<TItem, TInput = unknown>(
         decide,
       });
       const receipt = actor.getSnapshot().context.lastPush;
-      if (receipt === 'accepted') return { accepted: true, ack };
-      if (receipt === 'refused') {
+      if (receipt?.seq !== token.seq) {
+        // Called from user code running inside a loop step: XState queued the event behind
+        // that step, so its answer is not known yet. Withdraw it rather than guess.
+        token.withdrawn = true;
+        if (ackId !== undefined) settleAcks([ackId]);
+        throw new InvalidArgumentError(
+          'push()',
+          'expected `push()` to be called outside a loop step, got a call from code the loop ' +
+            'was running (a strategy, or a listener it triggered); defer it, e.g. with queueMicrotask',
+        );
+      }
+      const { outcome } = receipt;
+      if (outcome === 'accepted') return { accepted: true, ack };
+      if (outcome === 'refused') {
         late.push(item);
         return { accepted: false, ack };
       }
       if (ackId !== undefined) settleAcks([ackId]);
-      throw receipt === undefined ? new Error('push was not processed') : receipt.error;
+      throw outcome.error;
     },
 
     run(): boolean {

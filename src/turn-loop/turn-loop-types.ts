@@ -249,6 +249,11 @@ export interface TurnLoop<TItem> {
    * @returns `{ accepted, ack }`; `accepted` is false after a stop (the item is kept as a late item)
    * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad option (also for a
    *   strategy's bad answer), or whatever the strategy threw; the item is then not buffered
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`, field `push()`) when called
+   *   synchronously from code a loop step is running (a strategy, or a listener it triggered,
+   *   such as an agent's abort listener): its answer would not be known in time, so the item is
+   *   not buffered. Listeners on `TurnContext.preempted` / `stopped` are called after the step
+   *   and may push.
    * @throws {@link LateItemsTakenError} (`LATE_ITEMS_TAKEN`) after `exit.takeLateItems()`
    */
   push(item: TItem, options?: PushOptions<TItem>): PushResult;

@@ -112,8 +112,10 @@ function stubbed() {
   return { actor, commands, settled };
 }
 
+let seq = 0;
 const push = (item: unknown, extra: Record<string, unknown> = {}) => ({
   type: 'loop.push' as const,
+  token: { seq: ++seq, withdrawn: false },
   item,
   at: 0,
   ackId: undefined,
@@ -174,11 +176,27 @@ describe('turn-loop machine transitions', () => {
     expect(settled).toEqual([7]);
   });
 
+  it('a withdrawn push (sent re-entrantly) is ignored: no decision, no buffer write', () => {
+    const { actor } = stubbed();
+    let decided = false;
+    const event = push('x', {
+      decide: () => {
+        decided = true;
+        return { ok: true, preempt: undefined };
+      },
+    });
+    event.token.withdrawn = true;
+    actor.send(event);
+    expect(decided).toBe(false);
+    expect(actor.getSnapshot().context.buffer).toEqual([]);
+    expect(actor.getSnapshot().context.lastPush).toBeUndefined();
+  });
+
   it('a strategy error refuses the push without touching the buffer', () => {
     const { actor } = stubbed();
     const error = new Error('nope');
     actor.send(push('x', { decide: () => ({ ok: false, error }) }));
-    expect(actor.getSnapshot().context.lastPush).toEqual({ error });
+    expect(actor.getSnapshot().context.lastPush?.outcome).toEqual({ error });
     expect(actor.getSnapshot().context.buffer).toEqual([]);
   });
 
@@ -188,7 +206,7 @@ describe('turn-loop machine transitions', () => {
     actor.send({ type: 'loop.stop', at: 0, call: call({ idleForMs: 10 }) });
     expect(actor.getSnapshot().value).toEqual({ loop: 'waiting', stop: { idleWaiting: 'idle' } });
     actor.send(push('a')); // busy: the idle clock is stopped
-    expect(actor.getSnapshot().context.lastPush).toBe('accepted');
+    expect(actor.getSnapshot().context.lastPush?.outcome).toBe('accepted');
     expect(actor.getSnapshot().value).toMatchObject({ stop: { idleWaiting: 'busy' } });
     actor.send({ type: 'loop.idle_due' }); // a late tick of the old clock: ignored while busy
     expect(actor.getSnapshot().context.closed).toBe(false);

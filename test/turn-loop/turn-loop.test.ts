@@ -141,6 +141,56 @@ describe('TurnLoop push strategies', () => {
   });
 });
 
+describe('TurnLoop re-entrant pushes', () => {
+  it('a push from inside a loop step (here a strategy) throws INVALID_ARGUMENT and buffers nothing', async () => {
+    const { loop, stepped } = createTestLoop();
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    expect(() =>
+      loop.push('outer', {
+        strategy: () => {
+          loop.push('inner');
+          return undefined;
+        },
+      }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'push()' }));
+    loop.stop({ mode: 'immediate' });
+    const exit = await loop.wait();
+    expect(exit.unhandledItems).toEqual([]);
+    expect(exit.takeLateItems()).toEqual([]);
+  });
+
+  it('listeners on turn.preempted and runtime event listeners run outside the loop step, so they may push', async () => {
+    const pushedFromListeners: boolean[] = [];
+    const { loop, stepped, runtime } = createTestLoop({
+      onAgentEvents: async (turn, events) => {
+        turn.preempted.addEventListener('abort', () => {
+          pushedFromListeners.push(loop.push(`after-preempt-of-${turn.turnId}`).accepted);
+        });
+        for await (const _ of events) void _;
+      },
+    });
+    let mirrored = 0;
+    runtime.onEvent((event) => {
+      if (event.type === 'session.run_started' && mirrored++ === 0) {
+        pushedFromListeners.push(loop.push('from-event-listener').accepted);
+      }
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    await loop.push('urgent', { preempt: CancelMode.AnySafePoint }).ack;
+    await flush();
+    expect(pushedFromListeners).toEqual([true, true]);
+    loop.stop({ mode: 'immediate' });
+    const exit = await loop.wait();
+    expect(exit.unhandledItems).toEqual(
+      expect.arrayContaining(['from-event-listener', 'urgent', 'after-preempt-of-turn-1']),
+    );
+  });
+});
+
 describe('TurnLoop late items', () => {
   it('a push after stop is refused and kept as a late item; after takeLateItems() a push throws LATE_ITEMS_TAKEN', async () => {
     const { loop } = createTestLoop();
@@ -174,6 +224,7 @@ describe('TurnLoop turn context', () => {
     await until(() => turns.length === 1, 'turn 1 started');
     const [first] = turns as [TurnContext<string>];
     loop.stop({ mode: 'immediate', cause: 'bye' }); // the stop cancels first
+    await flush(1); // signals abort right after the loop step, so their listeners may push
     expect(first.stopped.aborted).toBe(true);
     expect(first.stopCause).toBe('bye');
     const exit = await loop.wait();
