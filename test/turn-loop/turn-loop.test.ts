@@ -141,6 +141,33 @@ describe('TurnLoop push strategies', () => {
   });
 });
 
+describe('TurnLoop delayed preempts', () => {
+  it('a delayed preempt is delivered to its turn when the delay is over, and acknowledged then', async () => {
+    const { loop, stepped, clock } = createTestLoop();
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    const first = stepped.last();
+    const pushed = loop.push('later', { preempt: CancelMode.AnySafePoint, preemptDelayMs: 50 });
+    let acked = false;
+    void pushed.ack.then(() => (acked = true));
+    clock.increment(49);
+    first.safePoint('afterToolCalls'); // not yet due: no cancel pending
+    await flush();
+    expect(first.done).toBe(false);
+    expect(acked).toBe(false);
+    clock.increment(1);
+    await until(() => acked, 'delivered at 50 ms');
+    first.safePoint('afterToolCalls');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(first.done).toBe(true);
+    expect(stepped.last().input).toBe('later');
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+  });
+});
+
 describe('TurnLoop re-entrant pushes', () => {
   it('a push from inside a loop step (here a strategy) throws INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop, stepped } = createTestLoop();
