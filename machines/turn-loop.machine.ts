@@ -29,9 +29,17 @@
  * 10,000-item buffer on every push would make a busy loop quadratic. Every other field is
  * replaced, never mutated. The context keeps at most 16 top-level fields: XState's `assign`
  * copies it with `Object.assign({}, …)`, which V8 (Node 20) makes ~15× slower from 20
- * properties on (measured: 0.3 µs → 4.5 µs per copy), and a push is one such copy. Times are absolute clock milliseconds carried by events; the
- * delayed-preempt deadlines are kept in context as absolute times (xstate #5331: `after`
- * timers are not restored).
+ * properties on (measured: 0.3 µs → 4.5 µs per copy), and a push is one such copy.
+ *
+ * Times are absolute clock milliseconds carried by events. The delayed-preempt and grace
+ * deadlines are kept in context as absolute times (xstate #5331: `after` timers are not
+ * restored). The idle clock alone is relative, by nature: it restarts whenever the loop
+ * becomes idle, and a checkpoint is only written at exit, never for a live, idle loop.
+ *
+ * Checkpoints are written on exit and merged into the live actor on load (one
+ * `xstate.done.actor` event), rather than by restoring an actor from the saved snapshot: the
+ * loop takes pushes before `run()` and while the checkpoint loads, and a second actor would
+ * leave a window where a push lands in the one being replaced.
  *
  * @module
  */
