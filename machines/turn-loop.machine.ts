@@ -297,6 +297,8 @@ export type GenerateInput =
 export interface PrepareInput {
   readonly turnId: string;
   readonly consumed: readonly unknown[];
+  /** Whether the turn resumes a mid-turn checkpoint. */
+  readonly resume: boolean;
 }
 
 /** Input of the `turn` logic: start one run and follow it to settlement. */
@@ -971,6 +973,7 @@ export const turnLoopMachine = effectsSetup
                   input: ({ context }): PrepareInput => ({
                     turnId: context.turn?.turnId ?? '',
                     consumed: context.turn?.plan?.consumed ?? [],
+                    resume: context.turn?.kind === 'resume',
                   }),
                   onDone: { target: '#turnLoop.loop.turn', actions: 'applyPlan' },
                   onError: {

@@ -98,6 +98,16 @@ const configSchema = z
       )
       .optional(),
     requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
+    inspect: z
+      .custom<unknown>(
+        (value) =>
+          isFunction(value) ||
+          (typeof value === 'object' &&
+            value !== null &&
+            isFunction((value as { next?: unknown }).next)),
+        { error: 'an XState inspection observer or function' },
+      )
+      .optional(),
   })
   .superRefine((config, ctx) => {
     if (config.store !== undefined && config.checkpointId === undefined) {
@@ -483,7 +493,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
       prepare: fromPromise<unknown, PrepareInput>(async ({ input, signal }) => {
         const agent: unknown = await config.prepareAgent(input.consumed as TItem[], {
           turnId: input.turnId,
-          resume: actor.getSnapshot().context.turn?.kind === 'resume',
+          resume: input.resume,
           signal,
         });
         if (
@@ -547,6 +557,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
   const actor = createActor(machine, {
     input: { hasStore: store !== undefined, requeuePreempted: config.requeuePreempted ?? false },
     clock,
+    ...(config.inspect === undefined ? {} : { inspect: config.inspect }),
   });
 
   const finish = (exit: TurnLoopExit<TItem>) => {

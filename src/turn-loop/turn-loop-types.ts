@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { InspectionEvent, Observer } from 'xstate';
 import type { CancelModeValue } from '../../machines/cancel-request.js';
 import type { StopMode } from '../../machines/turn-loop.machine.js';
 import type { RunplaneEvent } from '../events/event-log.js';
@@ -236,6 +237,11 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    * instead of counting them as consumed. @default false
    */
   readonly requeuePreempted?: boolean;
+  /**
+   * XState inspection observer for the loop actor (e.g. the one given to `createRuntime`, or
+   * `@statelyai/inspect`): every transition of the loop becomes an inspection event.
+   */
+  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
 
 /** A TurnLoop: push items, run, stop, wait for the exit. */

@@ -48,6 +48,28 @@ describe('TurnLoop config and options', () => {
     expect(field({ ...base, requeuePreempted: 'yes' })).toBe('requeuePreempted');
   });
 
+  it('hands every loop transition to an inspect observer', async () => {
+    const types = new Set<string>();
+    const loopValues: unknown[] = [];
+    const { loop, stepped } = createTestLoop({
+      inspect: (event) => {
+        types.add(event.type);
+        if (event.type !== '@xstate.snapshot') return;
+        const value = (event.snapshot as { value?: unknown }).value;
+        if (typeof value === 'object' && value !== null && 'loop' in value) loopValues.push(value);
+      },
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    stepped.last().finish();
+    loop.stop();
+    await loop.wait();
+    expect(types).toContain('@xstate.event');
+    expect(loopValues).toContainEqual({ loop: { turn: 'running' }, stop: 'open' });
+    expect(loopValues.at(-1)).toEqual({ loop: 'exited', stop: 'closed' });
+  });
+
   it('refuses bad push options with INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop } = createTestLoop();
     const field = (run: () => unknown) => {
