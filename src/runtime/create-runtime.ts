@@ -597,7 +597,9 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
 
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
     const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
-    runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
+    if (runtimeActor.getSnapshot().status === 'active') {
+      runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
+    }
     return shutdownResult;
   };
 
