@@ -199,6 +199,7 @@ export const runMachine = setup({
       context.cancel !== undefined &&
       isSafePointMatch(context.cancel.mode, event.kind),
     hasDeadline: ({ context }) => context.timeoutMs !== undefined,
+    hasNoBudget: ({ context }) => context.timeoutMs === 0,
     mustUnwind: ({ context }) => context.executorStarted,
   },
   delays: {
@@ -230,6 +231,8 @@ export const runMachine = setup({
     CREATED: {
       on: {
         'run.start': [
+          // A zero budget is spent before the run could ever be admitted.
+          { guard: 'hasNoBudget', target: 'CANCELLED', actions: 'recordTimeout' },
           {
             guard: 'hasDeadline',
             target: 'QUEUED',
@@ -333,7 +336,8 @@ export const runMachine = setup({
     COMPLETED: {},
     FAILED: {},
     CANCELLED: {
-      entry: assign({ cause: ({ context }) => context.cancel?.cause ?? 'cancel' }),
+      // A timeout that lands while a safe-point cancel is pending keeps its own cause.
+      entry: assign({ cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel' }),
       initial: 'deciding',
       states: {
         deciding: {
