@@ -148,3 +148,5 @@ export {
   timelineActorKinds,
 } from './inspect/timeline-transition.js';
 export type { TimelineActorKind, TimelineTransition } from './inspect/timeline-transition.js';
+export { renderTimelinePage } from './inspect/timeline-page.js';
+export type { TimelinePageOptions } from './inspect/timeline-page.js';

@@ -80,10 +80,11 @@ export interface TimelineHub {
   /**
    * `ownerId`'s transitions as a `text/event-stream` body, ready for `new Response(body)`.
    *
-   * @remarks Each frame is `id: <seq>`, `event: transition`, `data: <TimelineTransition JSON>`
-   * (every field present, `null` included), then a blank line. Replays kept history after
-   * `after`, then follows live. Ends when `signal` aborts or the reader cancels (a client
-   * disconnect); both unsubscribe and stop the heartbeat.
+   * @remarks Opens with the comment `: runplane timeline`. Each frame is then `id: <seq>`,
+   * `event: transition`, `data: <TimelineTransition JSON>` (every field present, `null`
+   * included), then a blank line. Replays kept history after `after`, then follows live. Ends
+   * when `signal` aborts or the reader cancels (a client disconnect); both unsubscribe and stop
+   * the heartbeat. A reader more than 10,000 frames behind is cut off; it resumes by id.
    * @param ownerId - the authenticated owner
    * @param options - {@link TimelineStreamOptions}
    * @returns a stream of UTF-8 SSE frames
@@ -120,6 +121,9 @@ const checkCount = (name: string, value: unknown, fallback: number): number => {
 
 /** Frames a stream may fall behind by before it is ended (the client resumes from its last id). */
 const maxBacklog = 10_000;
+
+/** The first bytes of every stream: an SSE comment, so servers flush the response at once. */
+const openingComment = ': runplane timeline\n\n';
 
 /** One SSE frame; JSON text never holds a raw newline, and `id` is a number. */
 const toFrame = (entry: TimelineEntry): string =>
@@ -257,6 +261,7 @@ export function createTimelineHub(options: TimelineHubOptions = {}): TimelineHub
           return;
         }
         signal?.addEventListener('abort', onAbort, { once: true });
+        send(openingComment); // gets the response headers out before the first transition
         unsubscribe = subscribe(ownerId, (entry) => send(toFrame(entry)), { after });
         armHeartbeat();
       },

@@ -122,13 +122,13 @@ describe('createTimelineHub', () => {
     const reader = hub
       .stream('alice', { after: second!.seq, signal: abort.signal, heartbeatMs: 1_000 })
       .getReader();
-    const expected = hub
+    const expected = `: runplane timeline\n\n${hub
       .history('alice', { after: second!.seq })
       .map(
         (entry) =>
           `id: ${entry.seq}\nevent: transition\ndata: ${JSON.stringify(entry.transition)}\n\n`,
       )
-      .join('');
+      .join('')}`;
     expect(expected).toContain('"parentId":"alice/chat"'); // every field, on every frame
     expect(await readUntil(reader, (text) => text.length >= expected.length)).toBe(expected);
 
