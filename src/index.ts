@@ -150,3 +150,4 @@ export {
 export type { TimelineActorKind, TimelineTransition } from './inspect/timeline-transition.js';
 export { renderTimelinePage } from './inspect/timeline-page.js';
 export type { TimelinePageOptions } from './inspect/timeline-page.js';
+export { toMermaidStateDiagram } from './inspect/mermaid-diagram.js';

@@ -23,6 +23,7 @@ import {
   renderTimelinePage,
   type Agent,
 } from '../../src/index.js';
+import { registeredMachines } from '../../src/inspect/machine-registry.js';
 import { tick } from '../helpers.js';
 import { createRecordedRuntime, steppingAgent } from './timeline-helpers.js';
 
@@ -241,6 +242,35 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
     await page.screenshot({ path: join(artifacts, 'timeline-zoomed.png'), fullPage: true });
     expect(errors).toEqual([]);
     expect(requests.every((url) => url.startsWith('file:') || url.startsWith('data:'))).toBe(true);
+    await page.close();
+  });
+
+  it('the machine diagrams page renders every registered machine offline with Mermaid', async () => {
+    const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    const remote: string[] = [];
+    page.on('request', (request) => {
+      if (!request.url().startsWith('file:')) remote.push(request.url());
+    });
+    await page.goto(`file://${join(root, 'visualizations', 'index.html')}`);
+    await page.waitForSelector('body[data-rendered]', { timeout: 30_000 });
+    expect(await page.textContent('#status')).toBe('');
+    expect(await page.getAttribute('body', 'data-rendered')).toBe('true');
+    const drawn = await page.$$eval('pre.mermaid', (blocks) =>
+      blocks.map((block) => ({
+        machine: (block as HTMLElement).dataset.machine,
+        svg: block.querySelector('svg') !== null,
+        text: block.textContent ?? '',
+      })),
+    );
+    expect(drawn.map((d) => [d.machine, d.svg])).toEqual(
+      registeredMachines.map(({ name }) => [name, true]),
+    );
+    const text = drawn.map((d) => d.text).join(' ');
+    for (const label of ['CREATED', 'cancelling', 'unwinding', 'interrupting', 'run.admit']) {
+      expect(text).toContain(label);
+    }
+    expect(remote).toEqual([]);
+    await page.screenshot({ path: join(artifacts, 'diagrams.png'), fullPage: true });
     await page.close();
   });
 
