@@ -43,8 +43,8 @@ export interface TimelineRecorder {
  * @remarks
  * Line format: {@link TimelineTransition} (`{ t, actor, id, parentId, from, to, event, cause }`,
  * `null` fields left out). Only `@xstate.snapshot` and `@xstate.microstep` are read, so the cost
- * per inspection event is small and the trace stays compact: about 100 bytes per line, four or
- * five lines per run plus its session's admissions (a 10,000-run trace is ~4 MB). Writes are
+ * per inspection event is small and the trace stays compact: about 110 bytes per line, four or
+ * five lines per run, a few per session (a 10,000-run trace with epoch timestamps: 4.8 MB). Writes are
  * synchronous with the transition; a slow file sink buffers in its stream. A sink that throws is
  * reported to `onError` and never reaches the runtime. To feed several observers (this recorder,
  * a live hub, `@statelyai/inspect`), combine them with {@link combineInspectors}.
@@ -98,9 +98,8 @@ export function createTimelineRecorder(options: TimelineRecorderOptions): Timeli
 /**
  * Combines inspection observers into one, for `createRuntime({ inspect })`.
  *
- * @remarks Each observer gets every event in argument order; one that throws is reported to
- * `onError` (default `console.error`) and the others still run, so a broken inspector cannot
- * break an actor.
+ * @remarks Each observer gets every event in argument order; one that throws is reported with
+ * `console.error` and the others still run, so a broken inspector cannot break an actor.
  * @param observers - functions or `{ next }` observers (e.g. `@statelyai/inspect`'s `inspect`)
  * @returns a single inspection function
  * @throws never
