@@ -35,14 +35,14 @@ body.dragging { outline: 3px dashed #2f80ed; outline-offset: -6px; }
 #axis .corner { position: sticky; left: 0; z-index: 4; width: var(--label-w); min-width: var(--label-w); background: #fff; border-right: 1px solid #e4e7eb; padding: 2px 8px; color: #7b8794; }
 #axis .ticks { position: relative; flex: none; }
 #axis .tick { position: absolute; top: 0; height: 22px; border-left: 1px solid #cbd2d9; padding-left: 3px; color: #616e7c; font-size: 11px; white-space: nowrap; }
-.group { border-bottom: 1px solid #e4e7eb; }
+.group { border-bottom: 1px solid #e4e7eb; content-visibility: auto; }
 .lane { display: flex; height: var(--lane-h); align-items: stretch; }
 .lane:hover { background: #f0f4f8; }
 .lane .label { position: sticky; left: 0; z-index: 2; width: var(--label-w); min-width: var(--label-w); background: inherit; background-color: #fff; border-right: 1px solid #e4e7eb; padding: 2px 8px 0 calc(8px + var(--depth, 0) * 14px); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; font-size: 12px; }
 .lane.session-lane .label { font-weight: 600; font-family: inherit; background-color: #f5f7fa; }
 .lane .badge { font-family: system-ui, sans-serif; font-size: 10px; padding: 0 4px; margin-left: 4px; border-radius: 3px; color: #fff; }
 .lane .badge.st-idle, .lane .badge.st-busy, .lane .badge.st-QUEUED, .lane .badge.st-interrupting { color: #1f2933; }
-.track { position: relative; flex: none; }
+.track { position: relative; flex: none; width: calc(var(--span, 0) * var(--px) * 1px + 80px); }
 .seg { position: absolute; top: 3px; bottom: 3px; left: calc(var(--start) * var(--px) * 1px); width: max(2px, calc(var(--len) * var(--px) * 1px)); border-radius: 2px; overflow: hidden; white-space: nowrap; font-size: 10px; line-height: 16px; padding-left: 3px; color: #fff; cursor: default; }
 .seg.terminal { width: 12px; border-radius: 2px 6px 6px 2px; }
 .marker { position: absolute; top: 1px; left: calc(var(--start) * var(--px) * 1px - 8px); width: 16px; height: 16px; border-radius: 50%; border: 2px solid #fff; z-index: 1; color: #fff; font: bold 9px/12px system-ui, sans-serif; text-align: center; box-shadow: 0 0 0 1px rgba(0,0,0,.35); }
@@ -340,13 +340,17 @@ export const timelineViewerScript = String.raw`
     var span = Math.max(end - model.t0, 1);
     if (px === null || !userZoomed) px = fitPx(span);
     document.documentElement.style.setProperty('--px', String(px));
+    document.documentElement.style.setProperty('--span', String(span));
     var groups = layout();
     var frag = document.createDocumentFragment();
     var runCount = 0;
     groups.forEach(function (g) {
       var section = el('section', 'group');
       section.dataset.session = g.key;
-      if (!g.lanes.length || g.lanes[0].actor.kind !== 'session') {
+      // Off-screen groups skip style and layout (big traces): they reserve their height.
+      var headed = g.lanes.length > 0 && g.lanes[0].actor.kind === 'session';
+      section.style.containIntrinsicBlockSize = 'auto ' + ((g.lanes.length + (headed ? 0 : 1)) * 22 + 1) + 'px';
+      if (!headed) {
         var header = el('div', 'lane session-lane');
         header.dataset.laneId = g.key;
         header.dataset.actor = 'session';
@@ -356,9 +360,7 @@ export const timelineViewerScript = String.raw`
       }
       g.lanes.forEach(function (item) {
         if (item.actor.kind === 'run') runCount++;
-        var lane = buildLane(item, end);
-        lane.querySelector('.track').style.width = trackWidth(span) + 'px';
-        section.appendChild(lane);
+        section.appendChild(buildLane(item, end));
       });
       frag.appendChild(section);
     });
@@ -384,7 +386,9 @@ export const timelineViewerScript = String.raw`
     var tAt = (box.scrollLeft + x - 240) / px;
     px = Math.min(Math.max(px * factor, 1e-7), 200);
     userZoomed = true;
-    render();
+    // Positions are CSS calc() of --px: zooming restyles, it does not rebuild the lanes.
+    document.documentElement.style.setProperty('--px', String(px));
+    renderAxis(span);
     box.scrollLeft = Math.max(0, tAt * px - x + 240);
   }
 

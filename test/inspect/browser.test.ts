@@ -101,6 +101,10 @@ async function recordScenario(): Promise<string> {
   return trace();
 }
 
+let scenario: Promise<string> | undefined;
+/** The scenario's trace, recorded once for the tests that need it. */
+const scenarioTrace = () => (scenario ??= recordScenario());
+
 /** Lane summaries as the page shows them. */
 function readLanes(page: Page) {
   return page.$$eval('section.group', (groups) =>
@@ -146,7 +150,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
 
   it('the timeline of a recorded trace shows the right lanes, states and markers', async () => {
     const tracePath = join(artifacts, 'trace.jsonl');
-    writeFileSync(tracePath, await recordScenario());
+    writeFileSync(tracePath, await scenarioTrace());
     const htmlPath = join(artifacts, 'timeline.html');
     await promisify(execFile)(
       process.execPath,
@@ -242,6 +246,33 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
     await page.screenshot({ path: join(artifacts, 'timeline-zoomed.png'), fullPage: true });
     expect(errors).toEqual([]);
     expect(requests.every((url) => url.startsWith('file:') || url.startsWith('data:'))).toBe(true);
+    await page.close();
+  });
+
+  it('an empty viewer page opens a trace file', async () => {
+    const emptyPath = join(artifacts, 'empty.html');
+    writeFileSync(emptyPath, renderTimelinePage());
+    const page = await browser.newPage();
+    await page.goto(`file://${emptyPath}`);
+    await page.waitForSelector('body.empty[data-ready="true"]');
+    expect(await page.textContent('#source')).toBe('no trace loaded');
+    await page.setInputFiles('#file', {
+      name: 'opened.jsonl',
+      mimeType: 'application/x-ndjson',
+      buffer: Buffer.from(await scenarioTrace()),
+    });
+    await page.waitForSelector('.lane[data-lane-id="preempted"][data-status="CANCELLED"]');
+    expect(await page.textContent('#source')).toBe('opened.jsonl');
+    expect(await page.locator('.run-lane').count()).toBe(5);
+    await page.setInputFiles('#file', {
+      name: 'broken.jsonl',
+      mimeType: 'application/x-ndjson',
+      buffer: Buffer.from('{"t":0,"actor":"run"}\n'),
+    });
+    await page.waitForSelector('#error.show');
+    expect(await page.textContent('#error')).toBe(
+      'Cannot read the trace: line 1 is not a timeline transition',
+    );
     await page.close();
   });
 
