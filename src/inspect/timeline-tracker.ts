@@ -65,10 +65,10 @@ export function toStatePath(value: StateValue): string {
  *
  * @param options.clock - stamps each transition with `clock.now()` (ms)
  * @param options.listener - receives the transition and its owner
+ * @param options.onError - receives whatever the listener or a profile throws
  * @param options.profiles - machine id → profile @default {@link timelineProfiles}
- * @returns the function to pass as `inspect` (it never throws: the listener's errors go to
- *   `options.onError`)
- * @throws never
+ * @returns the function to pass as `inspect`
+ * @throws never: errors go to `options.onError`, never into the actor being inspected
  */
 export function createTimelineTracker(options: {
   readonly clock: Pick<Clock, 'now'>;
