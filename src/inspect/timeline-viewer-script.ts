@@ -468,6 +468,12 @@ export const timelineViewerScript = String.raw`
     if (model.lastId) headers['Last-Event-ID'] = String(model.lastId);
     $('live-status').textContent = 'connecting…';
     fetch(live.url, { headers: headers, credentials: 'same-origin', cache: 'no-store' }).then(function (response) {
+      if (response.status === 401 || response.status === 403) {
+        document.body.dataset.live = 'unauthorized';
+        $('live-status').textContent = 'not authorized (HTTP ' + response.status + '): open this page as ' +
+          location.pathname + '#token=<your token>';
+        return;
+      }
       if (!response.ok || !response.body) throw new Error('HTTP ' + response.status);
       $('live-status').textContent = 'live';
       document.body.dataset.live = 'open';

@@ -401,6 +401,17 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
       await page.close();
     });
 
+    it('says so, and stops, when the stream refuses the token', async () => {
+      const page = await browser.newPage();
+      await page.goto(`${origin}/inspect#token=not-a-token`);
+      await page.waitForSelector('body[data-live="unauthorized"]');
+      expect(await page.textContent('#live-status')).toBe(
+        'not authorized (HTTP 401): open this page as /inspect#token=<your token>',
+      );
+      expect(authorizations).toContain('Bearer not-a-token');
+      await page.close();
+    });
+
     it('refuses a live URL on another origin', async () => {
       const page = await browser.newPage();
       const requests: string[] = [];
