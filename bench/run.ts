@@ -74,11 +74,15 @@ writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(resul
 
 const status = (f: Figure): string =>
   Number.isNaN(f.value) ? 'pending' : f.meets ? 'meets' : 'short';
-console.log('| figure | value | target | |');
-console.log('| --- | --- | --- | --- |');
+const details = (f: Figure): string =>
+  Object.entries(f.detail ?? {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+console.log('| figure | value | target | | detail |');
+console.log('| --- | --- | --- | --- | --- |');
 for (const f of figures) {
   const value = Number.isNaN(f.value) ? '—' : `${f.value} ${f.unit}`;
-  console.log(`| ${f.name} | ${value} | ${f.target} | ${status(f)} |`);
+  console.log(`| ${f.name} | ${value} | ${f.target} | ${status(f)} | ${details(f)} |`);
 }
 if (rows.length > 0) {
   console.log(

@@ -65,24 +65,26 @@ export function lifecycle(): Promise<SideBySide> {
     const ours = byPeer[RUNPLANE]!;
     const bare = byPeer[BARE]!;
     const runsPerSecond = 1e6 / ours.meanUs;
+    const figures: Figure[] = [
+      {
+        name: 'lifecycle: runplane µs per run (median)',
+        value: ours.p50Us,
+        unit: 'µs',
+        target: `≤ bare XState machine (${bare.p50Us} µs here)`,
+        meets: ours.p50Us <= bare.p50Us,
+        detail: { p99Us: ours.p99Us, meanUs: ours.meanUs, bareP99Us: bare.p99Us },
+      },
+      {
+        name: 'lifecycle: runs per second, sequential (1e6 ÷ mean µs)',
+        value: Math.round(runsPerSecond),
+        unit: 'runs/s',
+        target: '≥ 10,000',
+        meets: runsPerSecond >= 10_000,
+        detail: { atP50: Math.round(1e6 / ours.p50Us) },
+      },
+    ];
     return {
-      figures: [
-        {
-          name: 'lifecycle: runplane µs per run (median)',
-          value: ours.p50Us,
-          unit: 'µs',
-          target: `≤ bare XState machine (${bare.p50Us} µs here)`,
-          meets: ours.p50Us <= bare.p50Us,
-          detail: { p99Us: ours.p99Us, meanUs: ours.meanUs, bareP99Us: bare.p99Us },
-        },
-        {
-          name: 'lifecycle: runs per second, sequential (1e6 ÷ mean µs)',
-          value: Math.round(runsPerSecond),
-          unit: 'runs/s',
-          target: '≥ 10,000',
-          meets: runsPerSecond >= 10_000,
-        },
-      ],
+      figures,
       rows: toRows('1. lifecycle, sequential', byPeer),
     };
   });
