@@ -6,18 +6,25 @@
  */
 import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
+import { runServeCommand, serveUsage } from './server/serve-command.js';
 
 const usage = `Usage: runplane <command> [options]
 
 Commands:
+${serveUsage}
   demo            run the lifecycle demo: queue, cancel, interrupt, safe-point cancel
 
-Options:
-  --step-ms <ms>  demo: the toy agent's step time in milliseconds (default 150)
+Options of demo:
+  --step-ms <ms>  the toy agent's step time in milliseconds (default 150)
+
   -h, --help      show this help
 `;
 
 async function main(argv: string[]): Promise<number> {
+  // `serve` parses its own flags (src/server/serve-command.ts).
+  if (argv[0] === 'serve' && !argv.includes('--help') && !argv.includes('-h')) {
+    return runServeCommand(argv.slice(1));
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
