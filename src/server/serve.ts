@@ -136,12 +136,20 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
   });
 }
 
-function closeServer(server: Server): Promise<void> {
+/**
+ * Closes the listening socket: idle connections at once, the others once no request is being
+ * answered (SSE streams were ended before), and any left after 2 s.
+ */
+function closeServer(server: Server, inFlight: () => number): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
     server.closeIdleConnections();
-    // Connections still busy after 2 s (a stuck client) are cut.
-    setTimeout(() => server.closeAllConnections(), 2_000).unref();
+    const deadline = Date.now() + 2_000;
+    const sweep = () => {
+      if (inFlight() === 0 || Date.now() >= deadline) server.closeAllConnections();
+      else setImmediate(sweep);
+    };
+    setImmediate(sweep);
   });
 }
 
@@ -217,7 +225,18 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       reportError,
     });
 
-    const server = createAdaptorServer({ fetch: service.fetch, hostname: host }) as Server;
+    let inFlight = 0;
+    const server = createAdaptorServer({
+      fetch: async (request: Request) => {
+        inFlight++;
+        try {
+          return await service.fetch(request);
+        } finally {
+          inFlight--;
+        }
+      },
+      hostname: host,
+    }) as Server;
     let address: AddressInfo;
     try {
       address = await listen(server, port, host);
@@ -229,8 +248,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const url = `http://${shownHost}:${address.port}`;
 
-    log(`runplane serve: listening on ${url}`);
-    log(`  database: ${dbPath}`);
+    log(`runplane serve: database ${dbPath}`);
     log(
       `  agent: ${
         options.agent !== undefined
@@ -252,6 +270,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       );
     }
 
+    // Last, so that a reader waiting for it has every line above.
+    log(`runplane serve: listening on ${url}`);
+
     let stopping: Promise<{ drained: boolean }> | undefined;
     const shutdown = (shutdownOptions: { graceMs?: number } = {}) => {
       stopping ??= (async () => {
@@ -260,7 +281,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           graceMs: shutdownOptions.graceMs ?? options.graceMs ?? 10_000,
         });
         service.closeStreams();
-        await closeServer(server);
+        await closeServer(server, () => inFlight);
         service.dispose();
         eventLog.close();
         db.close();
