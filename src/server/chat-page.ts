@@ -232,20 +232,25 @@ export function runChatClient(): void {
     }
   };
 
+  // Every type the service logs (README, HTTP API): each one moves the cursor, shown or not.
   const eventTypes = [
     'user.message',
     'user.supplement',
     'session.run_queued',
     'session.run_started',
+    'session.error',
+    'run.status',
     'agent.message_delta',
     'agent.message',
     'agent.tool_use',
     'agent.tool_result',
     'agent.approval_requested',
     'agent.approval_resolved',
+    'agent.hint_consumed',
     'run.completed',
     'run.failed',
     'run.cancelled',
+    'run.unsettled',
   ];
 
   const follow = () => {
@@ -259,7 +264,13 @@ export function runChatClient(): void {
     es.onopen = () => {
       connEl.textContent = 'live';
     };
-    es.onerror = () => {
+    es.onerror = (event) => {
+      // An `event: error` frame from the service carries data; a lost connection does not.
+      const data = (event as MessageEvent<unknown>).data;
+      if (typeof data === 'string') {
+        const error = (JSON.parse(data) as { error?: { message?: string } }).error;
+        showError(`stream: ${error?.message ?? data}`);
+      }
       connEl.textContent = es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting';
     };
     for (const type of eventTypes) {
@@ -362,6 +373,7 @@ export function runChatClient(): void {
 
 const styles = `
   :root { color-scheme: light dark; font-family: system-ui, sans-serif; }
+  [hidden] { display: none !important; }
   body { margin: 0; display: flex; flex-direction: column; height: 100vh; }
   header { display: flex; gap: 1rem; align-items: center; padding: .5rem 1rem; border-bottom: 1px solid #8884; }
   header h1 { font-size: 1.1rem; margin: 0; }

@@ -19,6 +19,7 @@ import {
 import { evaluateArithmetic } from '../../src/server/calculator.js';
 import { createDemoAgent, createDemoTools, planDemoReply } from '../../src/server/demo-agent.js';
 import { recoverCrashedRuns } from '../../src/server/recover.js';
+import { parseServeArgs } from '../../src/server/serve-command.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
 
@@ -210,5 +211,54 @@ describe('recoverCrashedRuns', () => {
     expect(recoverCrashedRuns({ runs, eventLog, clock })).toEqual([]);
     db.close();
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('parseServeArgs', () => {
+  it('takes flags over environment variables, and both over the defaults', () => {
+    expect(parseServeArgs([], {})).toEqual({
+      host: undefined,
+      port: undefined,
+      dbPath: undefined,
+      tokens: undefined,
+      graceMs: undefined,
+      heartbeatMs: undefined,
+      chunkDelayMs: undefined,
+      confirmTools: undefined,
+      runTimeoutMs: undefined,
+      openai: undefined,
+    });
+    const env = {
+      RUNPLANE_PORT: '9000',
+      RUNPLANE_TOKENS: 'env-token-1:alice',
+      RUNPLANE_CONFIRM_TOOLS: 'none',
+      OPENAI_BASE_URL: 'http://127.0.0.1:8000/v1',
+      RUNPLANE_MODEL: 'qwen',
+    };
+    expect(parseServeArgs(['--port', '0', '--grace-ms', '250', '--db', 'x.db'], env)).toMatchObject(
+      {
+        port: 0,
+        graceMs: 250,
+        dbPath: 'x.db',
+        tokens: 'env-token-1:alice',
+        confirmTools: [],
+        openai: { baseURL: 'http://127.0.0.1:8000/v1', model: 'qwen', apiKey: 'none' },
+      },
+    );
+    expect(parseServeArgs(['--confirm-tools', 'calculator, clock'], {}).confirmTools).toEqual([
+      'calculator',
+      'clock',
+    ]);
+  });
+
+  it.each<[string[], Record<string, string>, RegExp]>([
+    [['--port', '70000'], {}, /`port` to be an integer from 0 to 65535/],
+    [[], { RUNPLANE_GRACE_MS: '-1' }, /`grace-ms`/],
+    [['--heartbeat-ms', '0'], {}, /`heartbeat-ms`/],
+    [[], { OPENAI_BASE_URL: 'http://x/v1' }, /RUNPLANE_MODEL/],
+    [['--nope'], {}, /Unknown option '--nope'/],
+    [['serve-extra'], {}, /Unexpected argument 'serve-extra'/],
+  ])('refuses %j %j', (args, env, message) => {
+    expect(() => parseServeArgs(args, env)).toThrow(message);
   });
 });
