@@ -205,7 +205,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       stores: { eventLog, sessionStore, inbox },
       reportError,
     });
-    const recovered = recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
+    const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
     const agent =
       options.agent ??
       createDemoAgent({
@@ -242,7 +242,6 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       address = await listen(server, port, host);
     } catch (error) {
       await runtime.shutdown({ graceMs: 0 });
-      service.dispose();
       throw error;
     }
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -282,7 +281,6 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         });
         service.closeStreams();
         await closeServer(server, () => inFlight);
-        service.dispose();
         eventLog.close();
         db.close();
         return { drained };

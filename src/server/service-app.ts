@@ -68,8 +68,6 @@ export interface Service {
   drain(): void;
   /** Ends every open SSE stream (each client sees a clean end of stream). */
   closeStreams(): void;
-  /** Stops recording run changes (call after the runtime shut down). */
-  dispose(): void;
 }
 
 type AppContext = Context<{ Variables: { ownerId: string } }>;
@@ -112,10 +110,10 @@ export function toRecordOutcome(outcome: RunOutcome<unknown>): RunRecordOutcome 
   };
 }
 
-const runJson = (record: RunRecord) => ({
+const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
   run_id: record.runId,
   session_id: record.sessionId,
-  status: record.status,
+  status: liveStatus ?? record.status,
   input: record.input,
   outcome: record.outcome ?? null,
   created_at: record.createdAt,
@@ -138,8 +136,8 @@ const runJson = (record: RunRecord) => ({
  * - `GET /api/runs/:id` → the run's record.
  *
  * Errors are `{ error: { code, message } }`; someone else's session or run is 404, exactly
- * like one that does not exist. Run records follow the runtime's `run.status` events; a run's
- * outcome is recorded when it has settled.
+ * like one that does not exist. A run is recorded when it is created and again with its
+ * outcome once it has settled (one write each); in between, its status is the live one.
  *
  * @param options - {@link ServiceOptions}
  * @returns the {@link Service}
@@ -168,13 +166,6 @@ export function createServiceApp(options: ServiceOptions): Service {
       reportError(error);
     }
   };
-  const unsubscribe = runtime.onEvent((event) => {
-    if (event.type !== 'run.status' || event.runId === undefined) return;
-    const to = event.payload.to;
-    if (typeof to === 'string') {
-      record(() => runs.setStatus(event.runId ?? '', to as RunRecord['status'], event.at));
-    }
-  });
 
   const app = new Hono<{ Variables: { ownerId: string } }>();
 
@@ -516,7 +507,8 @@ export function createServiceApp(options: ServiceOptions): Service {
     if (found === undefined) {
       throw new HttpError('not_found', `run ${JSON.stringify(runId)} was not found`);
     }
-    return c.json(runJson(found));
+    const live = runtime.runs.find(found.ownerId, found.sessionId, found.runId);
+    return c.json(runJson(found, live?.status));
   });
 
   return {
@@ -533,9 +525,6 @@ export function createServiceApp(options: ServiceOptions): Service {
     },
     closeStreams() {
       for (const stop of [...streams]) stop.abort();
-    },
-    dispose() {
-      unsubscribe();
     },
   };
 }

@@ -36,8 +36,11 @@ export interface RunRecord {
 }
 
 /**
- * The run-record store. Synchronous, like {@link EventLog.append}, so a record is written in
- * the same turn as the event that changed it.
+ * The run-record store. Synchronous, like {@link EventLog.append}.
+ *
+ * @remarks `runplane serve` writes a record twice: at creation and with the outcome once the
+ * run has settled; the statuses in between are live (the runtime) and logged (`run.status`),
+ * which is where crash recovery reads them.
  */
 export interface RunRecords {
   /** Records a new run (status `CREATED`). */

@@ -164,51 +164,61 @@ describe('auth helpers', () => {
 });
 
 describe('recoverCrashedRuns', () => {
-  it('marks unfinished runs FAILED (cause crashed) and logs it after the last seq', async () => {
+  it('marks unfinished runs FAILED (cause crashed) from their last logged status, after the last seq', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'runplane-recover-'));
     const db = openSqliteDatabase({ path: join(dir, 'r.db') });
     const runs = createSqliteRunRecords({ database: db });
     const eventLog = createMemoryEventLog();
     const key = { ownerId: 'alice', sessionId: 's1' };
-    eventLog.append({}, key, { type: 'user.message', runId: 'r1', at: 1 });
-    runs.create({ runId: 'r1', ...key, input: 'one', at: 1 });
-    runs.create({ runId: 'r2', ...key, input: 'two', at: 2 });
-    runs.create({ runId: 'r3', ...key, input: 'three', at: 3 });
-    runs.setStatus('r1', 'RUNNING', 4);
-    runs.setStatus('r2', 'QUEUED', 4);
-    runs.setStatus('r3', 'COMPLETED', 5);
+    const status = (runId: string, from: string, to: string) =>
+      eventLog.append({}, key, { type: 'run.status', runId, payload: { from, to }, at: 1 });
+    for (const runId of ['r1', 'r2', 'r3', 'r4', 'r5']) {
+      runs.create({ runId, ...key, input: runId, at: 1 });
+    }
+    status('r1', 'CREATED', 'QUEUED');
+    status('r1', 'QUEUED', 'RUNNING');
+    status('r2', 'CREATED', 'QUEUED');
+    runs.finish('r3', { status: 'COMPLETED', reason: 'completed' }, 2);
+    // r4 ended (cancelled) but its agent had not settled when the process died.
+    status('r4', 'RUNNING', 'CANCELLED');
+    eventLog.append({}, key, {
+      type: 'run.cancelled',
+      runId: 'r4',
+      payload: { cause: 'cancel', escalated: false, reason: 'user.interrupt' },
+      at: 1,
+    });
+    // r5 was recorded, never logged: the process died before it started.
+    const before = eventLog.lastSeq({}, key);
     const clock = new SimulatedClock();
     clock.set(100);
-    const crashed = recoverCrashedRuns({ runs, eventLog, clock });
+    const crashed = await recoverCrashedRuns({ runs, eventLog, clock });
     expect(crashed).toEqual([
       { ...key, runId: 'r1', status: 'RUNNING' },
       { ...key, runId: 'r2', status: 'QUEUED' },
+      { ...key, runId: 'r5', status: 'CREATED' },
     ]);
-    const log = await eventLog.read({}, key);
-    expect(log.map((e) => [e.seq, e.runId, e.type, e.payload])).toEqual([
-      [1, 'r1', 'user.message', {}],
-      [2, 'r1', 'run.status', { from: 'RUNNING', to: 'FAILED' }],
-      [
-        3,
-        'r1',
-        'run.failed',
-        { error: 'the server process stopped while the run was RUNNING', cause: 'crashed' },
-      ],
-      [4, 'r2', 'run.status', { from: 'QUEUED', to: 'FAILED' }],
-      [
-        5,
-        'r2',
-        'run.failed',
-        { error: 'the server process stopped while the run was QUEUED', cause: 'crashed' },
-      ],
+    const added = await eventLog.read({}, key, { after: before });
+    const stopped = (s: string) => `the server process stopped while the run was ${s}`;
+    expect(added.map((e) => [e.seq, e.runId, e.type, e.payload])).toEqual([
+      [before + 1, 'r1', 'run.status', { from: 'RUNNING', to: 'FAILED' }],
+      [before + 2, 'r1', 'run.failed', { error: stopped('RUNNING'), cause: 'crashed' }],
+      [before + 3, 'r2', 'run.status', { from: 'QUEUED', to: 'FAILED' }],
+      [before + 4, 'r2', 'run.failed', { error: stopped('QUEUED'), cause: 'crashed' }],
+      [before + 5, 'r5', 'run.status', { from: 'CREATED', to: 'FAILED' }],
+      [before + 6, 'r5', 'run.failed', { error: stopped('CREATED'), cause: 'crashed' }],
     ]);
     expect(runs.get('alice', 'r1')).toMatchObject({
       status: 'FAILED',
       endedAt: 100,
-      outcome: { status: 'FAILED', cause: 'crashed' },
+      outcome: { status: 'FAILED', cause: 'crashed', error: stopped('RUNNING') },
     });
-    expect(runs.get('alice', 'r3')?.status).toBe('COMPLETED');
-    expect(recoverCrashedRuns({ runs, eventLog, clock })).toEqual([]);
+    expect(runs.get('alice', 'r3')?.outcome).toEqual({ status: 'COMPLETED', reason: 'completed' });
+    expect(runs.get('alice', 'r4')).toMatchObject({
+      status: 'CANCELLED',
+      outcome: { status: 'CANCELLED', cause: 'cancel', reason: 'user.interrupt', escalated: false },
+    });
+    expect(runs.listUnfinished()).toEqual([]);
+    expect(await recoverCrashedRuns({ runs, eventLog, clock })).toEqual([]);
     db.close();
     rmSync(dir, { recursive: true, force: true });
   });

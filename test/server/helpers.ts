@@ -153,7 +153,6 @@ export function createTestService(options: TestServiceOptions = {}) {
     }
     await done;
     service.closeStreams();
-    service.dispose();
     sqliteLog.close();
     db.close();
     rmSync(dir, { recursive: true, force: true });

@@ -26,6 +26,7 @@ const implementations: Array<[string, () => EventLog & { close?: () => void }]> 
     'sqlite followBatchSize 2',
     () => createSqliteEventLog({ path: freshPath(), followBatchSize: 2 }),
   ],
+  ['sqlite without a tail', () => createSqliteEventLog({ path: freshPath(), tail: { events: 0 } })],
 ];
 
 const seqOf = (result: IteratorResult<RunplaneEvent>) =>
@@ -125,16 +126,43 @@ describe('SQLite event log durability', () => {
     second.close();
   });
 
-  it('does not rewind seq when old events are deleted', () => {
-    const database = openSqliteDatabase({ path: freshPath() });
+  it('does not rewind seq when old events are deleted, also after a reopen', () => {
+    const path = freshPath();
+    const database = openSqliteDatabase({ path });
     const log = createSqliteEventLog({ database });
     log.append({}, a, { type: 'one', at: 1 });
     log.append({}, a, { type: 'two', at: 2 });
     database.prepare('DELETE FROM runplane_events').run();
     expect(log.append({}, a, { type: 'three', at: 3 }).seq).toBe(3);
+    database.prepare('DELETE FROM runplane_events').run();
     log.close();
     expect(database.open).toBe(true); // a shared database is the caller's to close
     database.close();
+    const reopened = createSqliteEventLog({ path });
+    expect(reopened.lastSeq({}, a)).toBe(3);
+    expect(reopened.append({}, a, { type: 'four', at: 4 }).seq).toBe(4);
+    reopened.close();
+  });
+
+  it('serves a caught-up follower from its tail and a lagging one from the table', async () => {
+    const log = createSqliteEventLog({ path: freshPath(), tail: { events: 4, sessions: 1 } });
+    for (let i = 1; i <= 10; i++) log.append({}, a, { type: 't', at: i });
+    log.append({}, b, { type: 'other', at: 0 }); // evicts alice's state (one session kept)
+    const stop = new AbortController();
+    const seen: number[] = [];
+    const follower = (async () => {
+      for await (const event of log.follow({ signal: stop.signal }, a, { after: 2 })) {
+        seen.push(event.seq);
+        if (event.seq === 14) stop.abort();
+      }
+    })();
+    for (let i = 11; i <= 14; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      log.append({}, a, { type: 't', at: i });
+    }
+    await follower;
+    expect(seen).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    log.close();
   });
 
   it('stores a payload that cannot be serialized as a note instead of failing the append', async () => {

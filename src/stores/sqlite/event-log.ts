@@ -1,19 +1,13 @@
 /**
- * The SQLite {@link EventLog}: per-session `seq` from a counter row, so it survives restarts
- * and never rewinds (DESIGN.md §10).
+ * The SQLite {@link EventLog}: per-session `seq` that survives restarts and never rewinds
+ * (DESIGN.md §10), with followers woken in process and served from a small tail buffer.
  *
  * @module
  */
 import type Database from 'better-sqlite3';
 import { createEventId } from '../../ids.js';
 import { InvalidArgumentError, RunplaneError } from '../../errors.js';
-import type {
-  EventLog,
-  NewEvent,
-  ReadOptions,
-  RunplaneEvent,
-  SessionKey,
-} from '../../events/event-log.js';
+import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../../events/event-log.js';
 import { applySqliteMigrations, openSqliteDatabase, type SqliteMigration } from './database.js';
 
 /** Options of {@link createSqliteEventLog}: give `path` or an open `database`. */
@@ -24,6 +18,12 @@ export interface SqliteEventLogOptions {
   readonly database?: Database.Database;
   /** How many events one query of `follow` reads at most; a positive integer. @default 256 */
   readonly followBatchSize?: number;
+  /**
+   * How many of each session's latest events are kept in memory for followers, and for how
+   * many sessions (least recently written dropped first); non-negative integers.
+   * @default { events: 64, sessions: 1000 }
+   */
+  readonly tail?: { readonly events?: number; readonly sessions?: number };
 }
 
 /** An {@link EventLog} on SQLite; `close()` closes the database it opened. */
@@ -37,12 +37,6 @@ export const eventLogMigrations: readonly SqliteMigration[] = [
   {
     id: 'event-log/1',
     sql: `
-      CREATE TABLE runplane_event_seqs (
-        owner_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        last_seq INTEGER NOT NULL,
-        PRIMARY KEY (owner_id, session_id)
-      ) WITHOUT ROWID;
       CREATE TABLE runplane_events (
         owner_id TEXT NOT NULL,
         session_id TEXT NOT NULL,
@@ -54,8 +48,19 @@ export const eventLogMigrations: readonly SqliteMigration[] = [
         at INTEGER NOT NULL,
         PRIMARY KEY (owner_id, session_id, seq)
       ) WITHOUT ROWID;
-      CREATE INDEX runplane_events_by_run ON runplane_events (owner_id, session_id, run_id)
-        WHERE run_id IS NOT NULL;
+      CREATE TABLE runplane_event_seqs (
+        owner_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, session_id)
+      ) WITHOUT ROWID;
+      -- The high-water mark of each session, in the same transaction as the insert: deleting
+      -- events never lowers it, so seq never rewinds.
+      CREATE TRIGGER runplane_events_high_water AFTER INSERT ON runplane_events BEGIN
+        INSERT INTO runplane_event_seqs (owner_id, session_id, last_seq)
+        VALUES (NEW.owner_id, NEW.session_id, NEW.seq)
+        ON CONFLICT (owner_id, session_id) DO UPDATE SET last_seq = max(last_seq, NEW.seq);
+      END;
     `,
   },
 ];
@@ -67,6 +72,14 @@ interface EventRow {
   type: string;
   payload: string;
   at: number;
+}
+
+/** What the log keeps in memory of one session. */
+interface SessionState {
+  lastSeq: number;
+  /** The latest events, oldest first, contiguous up to `lastSeq`. */
+  readonly tail: RunplaneEvent[];
+  readonly waiters: Set<() => void>;
 }
 
 const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
@@ -91,19 +104,35 @@ const payloadJson = (payload: Readonly<Record<string, unknown>>): string => {
   }
 };
 
+const matches = (event: RunplaneEvent, options: ReadOptions): boolean =>
+  (options.runId === undefined || event.runId === options.runId) &&
+  (options.types === undefined || options.types.includes(event.type));
+
+const count = (name: string, value: number | undefined, fallback: number, min: number) => {
+  const n = value ?? fallback;
+  if (!Number.isInteger(n) || n < min) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be an integer of at least ${min}, got ${String(value)}`,
+    );
+  }
+  return n;
+};
+
 /**
  * Creates an event log on SQLite.
  *
- * @remarks `append` is one transaction: bump the session's counter row
- * (`runplane_event_seqs`), insert the event. The counter is never decremented, so `seq` stays
- * strictly increasing across restarts and even if old events are deleted. `follow` replays
- * from the table, then sleeps until an `append` of this log wakes it (one process writes a
- * database; a second writer process is not supported).
+ * @remarks `append` is one `INSERT` (one commit); a trigger keeps each session's high-water
+ * mark (`runplane_event_seqs`) in the same transaction, so `seq` stays strictly increasing
+ * across restarts and even if old events are deleted. The next `seq` is kept in memory: one
+ * process writes a database (a second writer process is not supported). `follow` replays from
+ * the table, then sleeps until an `append` of this log wakes it; a follower that is caught up
+ * is served from the session's in-memory tail, without a query.
  *
  * @param options - {@link SqliteEventLogOptions}
  * @returns the log, with `close()`
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when neither or both of `path` and
- *   `database` are given, or for a bad `followBatchSize`
+ *   `database` are given, or for a bad `followBatchSize` or `tail`
  * @throws {@link RunplaneError} (`STORE_FAILED`) when the database cannot be opened or migrated;
  *   `append` and `read` throw (reject) with it when a statement fails
  * @example
@@ -120,22 +149,13 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
         (options.path === undefined ? 'neither' : 'both'),
     );
   }
-  const batchSize = options.followBatchSize ?? 256;
-  if (!Number.isInteger(batchSize) || batchSize < 1) {
-    throw new InvalidArgumentError(
-      'followBatchSize',
-      `expected \`followBatchSize\` to be a positive integer, got ${String(batchSize)}`,
-    );
-  }
+  const batchSize = count('followBatchSize', options.followBatchSize, 256, 1);
+  const tailEvents = count('tail.events', options.tail?.events, 64, 0);
+  const tailSessions = count('tail.sessions', options.tail?.sessions, 1_000, 0);
   const owned = options.database === undefined;
   const db = options.database ?? openSqliteDatabase({ path: options.path ?? '' });
   applySqliteMigrations(db, eventLogMigrations);
 
-  const bumpSeq = db.prepare<[string, string], { last_seq: number }>(
-    `INSERT INTO runplane_event_seqs (owner_id, session_id, last_seq) VALUES (?, ?, 1)
-     ON CONFLICT (owner_id, session_id) DO UPDATE SET last_seq = last_seq + 1
-     RETURNING last_seq`,
-  );
   const insert = db.prepare<
     [string, string, number, string, string | null, string, string, number]
   >(
@@ -166,24 +186,36 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     `SELECT 1 AS one FROM runplane_events WHERE owner_id = ? AND session_id = ? AND run_id = ?
      LIMIT 1`,
   );
-  const appendTx = db.transaction((key: SessionKey, event: NewEvent, id: string): number => {
-    const seq = bumpSeq.get(key.ownerId, key.sessionId)?.last_seq;
-    if (seq === undefined) throw new Error('the sequence counter returned no row');
-    insert.run(
-      key.ownerId,
-      key.sessionId,
-      seq,
-      id,
-      event.runId ?? null,
-      event.type,
-      payloadJson(event.payload ?? {}),
-      event.at,
-    );
-    return seq;
-  });
 
-  const waiters = new Map<string, Set<() => void>>();
+  /** Sessions written or followed lately, least recent first (a Map keeps insertion order). */
+  const states = new Map<string, SessionState>();
   const closing = new AbortController();
+
+  const stateOf = (key: SessionKey): SessionState => {
+    const k = keyOf(key);
+    let state = states.get(k);
+    if (state !== undefined) {
+      states.delete(k); // move to the most recent end
+      states.set(k, state);
+      return state;
+    }
+    let lastSeq: number;
+    try {
+      lastSeq = selectLastSeq.get(key.ownerId, key.sessionId)?.last_seq ?? 0;
+    } catch (error) {
+      throw storeFailed('lastSeq', error);
+    }
+    state = { lastSeq, tail: [], waiters: new Set() };
+    states.set(k, state);
+    // Forget the least recent sessions nobody waits on; their state is reloaded from the table.
+    if (states.size > tailSessions) {
+      for (const [oldKey, old] of states) {
+        if (states.size <= tailSessions) break;
+        if (old.waiters.size === 0 && oldKey !== k) states.delete(oldKey);
+      }
+    }
+    return state;
+  };
 
   const toEvent = (sessionId: string, row: EventRow): RunplaneEvent => {
     let payload: Record<string, unknown>;
@@ -203,7 +235,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     };
   };
 
-  const readSync = (key: SessionKey, options: ReadOptions, limit: number): RunplaneEvent[] => {
+  const readRows = (key: SessionKey, options: ReadOptions, limit: number): RunplaneEvent[] => {
     try {
       return select
         .all({
@@ -220,58 +252,59 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     }
   };
 
-  const lastSeqOf = (key: SessionKey): number => {
-    try {
-      return selectLastSeq.get(key.ownerId, key.sessionId)?.last_seq ?? 0;
-    } catch (error) {
-      throw storeFailed('lastSeq', error);
-    }
-  };
-
-  /** Resolves on the next append to `key`, or when `signal` aborts or the log closes. */
-  const nextAppend = (key: string, signal: AbortSignal | undefined): Promise<void> =>
+  /** Resolves on the next append to the session, or when `signal` aborts or the log closes. */
+  const nextAppend = (state: SessionState, signal: AbortSignal | undefined): Promise<void> =>
     new Promise<void>((resolve) => {
-      let set = waiters.get(key);
-      if (set === undefined) waiters.set(key, (set = new Set()));
-      const waiters_ = set;
       const wake = () => {
         signal?.removeEventListener('abort', wake);
         closing.signal.removeEventListener('abort', wake);
-        waiters_.delete(wake);
-        if (waiters_.size === 0 && waiters.get(key) === waiters_) waiters.delete(key);
+        state.waiters.delete(wake);
         resolve();
       };
-      waiters_.add(wake);
+      state.waiters.add(wake);
       signal?.addEventListener('abort', wake, { once: true });
       closing.signal.addEventListener('abort', wake, { once: true });
     });
 
   return {
     append(_ctx, key, event) {
-      const id = createEventId();
-      let seq: number;
-      try {
-        seq = appendTx(key, event, id);
-      } catch (error) {
-        throw storeFailed('append', error);
-      }
-      const set = waiters.get(keyOf(key));
-      if (set !== undefined) for (const wake of [...set]) wake();
-      return {
-        seq,
-        id,
+      const state = stateOf(key);
+      const stored: RunplaneEvent = {
+        seq: state.lastSeq + 1,
+        id: createEventId(),
         sessionId: key.sessionId,
         runId: event.runId,
         type: event.type,
         payload: event.payload ?? {},
         at: event.at,
       };
+      try {
+        insert.run(
+          key.ownerId,
+          key.sessionId,
+          stored.seq,
+          stored.id,
+          stored.runId ?? null,
+          stored.type,
+          payloadJson(stored.payload),
+          stored.at,
+        );
+      } catch (error) {
+        throw storeFailed('append', error);
+      }
+      state.lastSeq = stored.seq;
+      if (tailEvents > 0) {
+        state.tail.push(stored);
+        if (state.tail.length > tailEvents) state.tail.shift();
+      }
+      for (const wake of [...state.waiters]) wake();
+      return stored;
     },
 
     read(_ctx, key, readOptions = {}) {
       try {
         return Promise.resolve(
-          readSync(key, readOptions, readOptions.limit ?? Number.MAX_SAFE_INTEGER),
+          readRows(key, readOptions, readOptions.limit ?? Number.MAX_SAFE_INTEGER),
         );
       } catch (error) {
         return Promise.reject(storeFailed('read', error));
@@ -280,13 +313,24 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
 
     async *follow(ctx, key, followOptions = {}) {
       const signal = ctx.signal;
-      const k = keyOf(key);
       let after = followOptions.after ?? 0;
       const stopped = () => signal?.aborted === true || closing.signal.aborted;
       while (!stopped()) {
-        const upTo = lastSeqOf(key);
+        const state = stateOf(key);
+        const upTo = state.lastSeq;
+        const first = state.tail[0];
+        if (after < upTo && first !== undefined && first.seq <= after + 1) {
+          // Caught up: the rest is in the tail (events are only ever appended to it).
+          for (const event of state.tail.slice(after + 1 - first.seq)) {
+            after = event.seq;
+            if (!matches(event, followOptions)) continue;
+            yield event;
+            if (stopped()) return;
+          }
+          continue;
+        }
         while (after < upTo && !stopped()) {
-          const batch = readSync(key, { ...followOptions, after }, batchSize);
+          const batch = readRows(key, { ...followOptions, after }, batchSize);
           for (const event of batch) {
             after = event.seq;
             yield event;
@@ -296,8 +340,9 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
           if (batch.length < batchSize) after = Math.max(after, upTo);
         }
         if (stopped()) return;
-        if (lastSeqOf(key) > after) continue;
-        await nextAppend(k, signal);
+        const current = stateOf(key);
+        if (current.lastSeq > after) continue;
+        await nextAppend(current, signal);
       }
     },
 
@@ -310,7 +355,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     },
 
     lastSeq(_ctx, key) {
-      return lastSeqOf(key);
+      return stateOf(key).lastSeq;
     },
 
     close() {
