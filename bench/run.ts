@@ -12,6 +12,7 @@ import {
   queueScaling,
   type Figure,
 } from './core.bench.js';
+import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
 
 const figures: Figure[] = [];
 const only = process.argv[2];
@@ -20,6 +21,9 @@ const suites: Array<[string, () => Promise<Figure | Figure[]>]> = [
   ['cancel', () => cancelLatency()],
   ['queue', queueScaling],
   ['memory', memory],
+  ['serve-latency', () => messageToFirstFrame()],
+  ['serve-fanout', () => fanOut()],
+  ['serve-sessions', () => manySessions()],
 ];
 for (const [name, suite] of suites) {
   if (only !== undefined && only !== name) continue;
