@@ -6,10 +6,12 @@
  * @module
  */
 import { Hono, type Context } from 'hono';
+import { z } from 'zod';
 import { bodyLimit } from 'hono/body-limit';
 import { CancelMode, type CancelModeValue } from '../../machines/cancel-request.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
 import { SessionBusyError } from '../errors.js';
+import { parseOptions } from '../validation.js';
 import type { SessionKey } from '../events/event-log.js';
 import { createRunId } from '../ids.js';
 import type { Agent } from '../run/agent.js';
@@ -110,6 +112,25 @@ export function toRecordOutcome(outcome: RunOutcome<unknown>): RunRecordOutcome 
   };
 }
 
+const positiveInt = z
+  .number({ error: 'a positive integer' })
+  .int({ error: 'a positive integer' })
+  .positive({ error: 'a positive integer' });
+
+const serviceOptionsSchema = z.object({
+  authenticate: z.custom<Authenticate>((value) => typeof value === 'function', {
+    error: 'a function of a token to an owner',
+  }),
+  heartbeatMs: positiveInt.optional(),
+  maxBodyBytes: positiveInt.optional(),
+  runTimeoutMs: positiveInt.optional(),
+  defaultGraceMs: z
+    .number({ error: 'a non-negative integer' })
+    .int({ error: 'a non-negative integer' })
+    .nonnegative({ error: 'a non-negative integer' })
+    .optional(),
+});
+
 const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
   run_id: record.runId,
   session_id: record.sessionId,
@@ -141,6 +162,8 @@ const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
  *
  * @param options - {@link ServiceOptions}
  * @returns the {@link Service}
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad option, e.g. a
+ *   `heartbeatMs` that is not a positive integer
  * @example
  * ```ts
  * const service = createServiceApp({ runtime, agent, sessions, runs, authenticate });
@@ -148,6 +171,7 @@ const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
  * ```
  */
 export function createServiceApp(options: ServiceOptions): Service {
+  parseOptions(serviceOptionsSchema, options, 'options');
   const { runtime, agent, sessions, runs, authenticate } = options;
   const heartbeatMs = options.heartbeatMs ?? 15_000;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;

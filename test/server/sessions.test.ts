@@ -2,6 +2,7 @@
  * HTTP service, in memory (app.request): authentication, owners, sessions, runs, health.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { createServiceApp } from '../../src/server/service-app.js';
 import { gatedAgent } from '../helpers.js';
 import { ALICE, BOB, createTestService, flush } from './helpers.js';
 
@@ -200,5 +201,25 @@ describe('GET /api/runs/:id', () => {
     });
     const unknown = await t.request('GET', '/api/runs/unknown-run');
     expect(unknown.status).toBe(404);
+  });
+});
+
+describe('createServiceApp options', () => {
+  it.each([
+    [{ heartbeatMs: 0 }, /`heartbeatMs` to be a positive integer, got 0/],
+    [{ maxBodyBytes: -1 }, /`maxBodyBytes`/],
+    [{ defaultGraceMs: 1.5 }, /`defaultGraceMs`/],
+  ])('refuses %j', (bad, message) => {
+    t = createTestService();
+    expect(() =>
+      createServiceApp({
+        runtime: t.runtime,
+        agent: { execute: () => Promise.resolve('') },
+        sessions: t.sessions,
+        runs: t.runs,
+        authenticate: () => undefined,
+        ...bad,
+      }),
+    ).toThrow(message);
   });
 });

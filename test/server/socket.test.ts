@@ -3,6 +3,8 @@
  * stream over TCP, a client that disconnects, and a graceful shutdown that refuses new work.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
@@ -122,5 +124,59 @@ describe('the service on a real socket', () => {
       startServer({ port: s.port, dbPath: join(other, 'r.db'), log: () => undefined }),
     ).rejects.toThrow(/EADDRINUSE/);
     rmSync(other, { recursive: true, force: true });
+  });
+
+  it('runs the default agent on an OpenAI-compatible endpoint when one is given', async () => {
+    const requests: Array<{ authorization: string | undefined; body: Record<string, unknown> }> =
+      [];
+    const fake = createServer((req, res) => {
+      let raw = '';
+      req.setEncoding('utf8');
+      req.on('data', (part: string) => (raw += part));
+      req.on('end', () => {
+        requests.push({
+          authorization: req.headers.authorization,
+          body: JSON.parse(raw) as Record<string, unknown>,
+        });
+        const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+          `data: ${JSON.stringify({
+            id: 'c1',
+            object: 'chat.completion.chunk',
+            created: 1,
+            model: 'fake-model',
+            choices: [{ index: 0, delta, finish_reason: finish }],
+          })}\n\n`;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: 'Hello from ' }, null));
+        res.write(chunk({ content: 'the model.' }, null));
+        res.write(chunk({}, 'stop'));
+        res.end('data: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const baseURL = `http://127.0.0.1:${(fake.address() as AddressInfo).port}/v1`;
+    try {
+      const { server: s, lines } = await boot({
+        openai: { baseURL, apiKey: 'local-key', model: 'fake-model' },
+      });
+      expect(lines.join('\n')).toContain(`agent: ReAct on fake-model at ${baseURL}`);
+      const id = (await call(s.url, 'POST', '/api/sessions', {})).body.session_id as string;
+      const sent = await call(s.url, 'POST', `/api/sessions/${id}/events`, {
+        events: [{ type: 'user.message', payload: { text: 'hi model' } }],
+      });
+      const runId = (sent.body.results as Array<{ run_id: string }>)[0]?.run_id ?? '';
+      const outcome = await s.runtime.runs.find('alice', id, runId)?.termination;
+      expect(outcome).toMatchObject({
+        status: 'COMPLETED',
+        output: { reply: 'Hello from the model.' },
+      });
+      expect(requests).toHaveLength(1);
+      expect(requests[0]?.authorization).toBe('Bearer local-key');
+      expect(requests[0]?.body.model).toBe('fake-model');
+      const tools = requests[0]?.body.tools as Array<{ function: { name: string } }>;
+      expect(tools.map((tool) => tool.function.name)).toEqual(['calculator', 'clock']);
+    } finally {
+      await new Promise((resolve) => fake.close(resolve));
+    }
   });
 });
