@@ -159,15 +159,23 @@ function frameWaiter() {
 
 /**
  * POST user.message → the first SSE frame session.run_started of that run. Each sample's run
- * is then stopped by its run_id, so the next message is admitted at once.
+ * is then stopped by its run_id, so the next message is admitted at once. Samples rotate over
+ * `sessionCount` sessions, each followed by its own SSE client, so that no session's history
+ * (which the agent loads when a run starts) grows past a realistic chat.
  */
-export async function messageToFirstFrame(samples = 500): Promise<Figure> {
+export async function messageToFirstFrame(samples = 500, sessionCount = 20): Promise<Figure> {
   const server = await startServerProcess([]);
-  const sessionId = await createSession(server);
   const frames = frameWaiter();
-  const close = await openStream(server, sessionId, (f) => frames.onFrame(f));
+  const sessions: string[] = [];
+  const closers: Array<() => void> = [];
+  for (let i = 0; i < sessionCount; i++) {
+    const sessionId = await createSession(server);
+    sessions.push(sessionId);
+    closers.push(await openStream(server, sessionId, (f) => frames.onFrame(f)));
+  }
   const latencies: number[] = [];
   for (let i = 0; i < samples + 50; i++) {
+    const sessionId = sessions[i % sessionCount] ?? '';
     const t0 = performance.now();
     const [result] = await postEvents(server, sessionId, [
       { type: 'user.message', payload: { text: `message ${i}` } },
@@ -178,7 +186,7 @@ export async function messageToFirstFrame(samples = 500): Promise<Figure> {
     await postEvents(server, sessionId, [{ type: 'user.interrupt', payload: { run_id: runId } }]);
     await frames.next((f) => f.type === 'run.cancelled' && f.runId === runId);
   }
-  close();
+  for (const close of closers) close();
   await server.stop();
   const p50 = percentile(latencies, 0.5);
   return {
@@ -191,6 +199,7 @@ export async function messageToFirstFrame(samples = 500): Promise<Figure> {
       p90Ms: round(percentile(latencies, 0.9)),
       p99Ms: round(percentile(latencies, 0.99)),
       samples,
+      sessions: sessionCount,
     },
   };
 }

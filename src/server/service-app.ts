@@ -13,7 +13,7 @@ import { terminalRunStatuses } from '../../machines/run.machine.js';
 import { SessionBusyError } from '../errors.js';
 import { parseOptions } from '../validation.js';
 import type { SessionKey } from '../events/event-log.js';
-import { createRunId } from '../ids.js';
+import { nanoid } from 'nanoid';
 import type { Agent } from '../run/agent.js';
 import type { RunOutcome } from '../run/run-outcome.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -313,7 +313,7 @@ export function createServiceApp(options: ServiceOptions): Service {
     const settings = parseBody(sessionSettingsSchema, await readJson(c, {}), 'body');
     const created = sessions.create({
       ownerId: c.get('ownerId'),
-      sessionId: createRunId(),
+      sessionId: nanoid(),
       strategy: settings.strategy ?? 'enqueue',
       graceMs: settings.grace_ms ?? defaultGraceMs,
       at: clock.now(),
