@@ -377,19 +377,25 @@ export function createServiceApp(options: ServiceOptions): Service {
           graceMs: session.graceMs,
           timeoutMs: options.runTimeoutMs,
         });
-        runs.create({
-          runId: run.id,
-          ownerId,
-          sessionId,
-          input: event.payload.text,
-          at: clock.now(),
-        });
-        eventLog.append({}, key, {
-          runId: run.id,
-          type: 'user.message',
-          payload: { run_id: run.id, text: event.payload.text },
-          at: clock.now(),
-        });
+        try {
+          runs.create({
+            runId: run.id,
+            ownerId,
+            sessionId,
+            input: event.payload.text,
+            at: clock.now(),
+          });
+          eventLog.append({}, key, {
+            runId: run.id,
+            type: 'user.message',
+            payload: { run_id: run.id, text: event.payload.text },
+            at: clock.now(),
+          });
+        } catch (error) {
+          // Never leave a prepared run behind that nobody can see.
+          run.cancel({ reason: 'the store failed before the run started' });
+          throw error;
+        }
         void run.termination.then((outcome) => recordOutcome(run.id, outcome));
         try {
           run.start();

@@ -4,6 +4,8 @@
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
+import { RunplaneError } from '../../src/errors.js';
+import type { EventLog } from '../../src/events/event-log.js';
 import { gatedAgent } from '../helpers.js';
 import { createTestService } from './helpers.js';
 
@@ -152,6 +154,33 @@ describe('malformed input never answers 500', () => {
       { numRuns: 300, seed: 5 },
     );
     expect(t.reported).toEqual([]);
+  });
+});
+
+describe('store failures', () => {
+  it('answer 500 store_failed as JSON, are reported, and leave no run behind', async () => {
+    let failing = false;
+    t = createTestService({
+      agent: gatedAgent<string>().agent,
+      wrapEventLog: (log): EventLog => ({
+        ...log,
+        append(ctx, key, event) {
+          if (failing && event.type === 'user.message') {
+            throw new RunplaneError('STORE_FAILED', 'event log append failed: disk full');
+          }
+          return log.append(ctx, key, event);
+        },
+      }),
+    });
+    const id = await t.createSession();
+    failing = true;
+    const response = await t.request('POST', `/api/sessions/${id}/events`, {
+      body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
+    });
+    await expectError(response, 500, 'store_failed');
+    expect(t.reported).toHaveLength(1);
+    expect(t.runtime.runs.size).toBe(0);
+    expect(t.runtime.session('alice', id).activeRunId).toBeUndefined();
   });
 });
 
