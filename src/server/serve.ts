@@ -13,6 +13,7 @@ import type { Clock } from '../clock.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Agent } from '../run/agent.js';
 import { createRuntime, type Runtime } from '../runtime/create-runtime.js';
+import { createTimelineHub } from '../inspect/timeline-hub.js';
 import {
   applySqliteMigrations,
   openSqliteDatabase,
@@ -200,9 +201,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const devToken = tokenMap === undefined ? devTokenOf(db) : undefined;
     const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
 
+    const timeline = createTimelineHub({ clock: options.clock, onError: reportError });
     const runtime = createRuntime({
       clock: options.clock,
       stores: { eventLog, sessionStore, inbox },
+      inspect: timeline.inspect,
       reportError,
     });
     const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
@@ -223,6 +226,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       heartbeatMs: options.heartbeatMs,
       runTimeoutMs: options.runTimeoutMs,
       reportError,
+      timeline,
     });
 
     let inFlight = 0;

@@ -31,6 +31,8 @@ import {
   type UserEvent,
 } from './schemas.js';
 import { createEventStream, toEventJson } from './sse.js';
+import { renderTimelinePage } from '../inspect/timeline-page.js';
+import type { TimelineHub } from '../inspect/timeline-hub.js';
 
 /** Options of {@link createServiceApp}. */
 export interface ServiceOptions {
@@ -54,6 +56,11 @@ export interface ServiceOptions {
   readonly defaultGraceMs?: number;
   /** Receives unexpected errors (answered as 500 `internal`). @default console.error */
   readonly reportError?: (error: unknown) => void;
+  /**
+   * The live lifecycle timeline: when given (its `inspect` handed to the runtime), `GET /inspect`
+   * serves the timeline viewer and `GET /api/inspect/stream` streams the caller's transitions.
+   */
+  readonly timeline?: TimelineHub;
 }
 
 /** The service: the app and its lifecycle controls. */
@@ -203,6 +210,14 @@ export function createServiceApp(options: ServiceOptions): Service {
   );
 
   app.get('/', (c) => c.html(chatPageHtml));
+  if (options.timeline !== undefined) {
+    // The page holds no data; the stream is owner-scoped and behind the /api auth below.
+    const inspectPage = renderTimelinePage({
+      title: 'runplane live',
+      liveUrl: '/api/inspect/stream',
+    });
+    app.get('/inspect', (c) => c.html(inspectPage));
+  }
   app.get('/healthz', (c) =>
     draining
       ? c.json(
@@ -530,6 +545,33 @@ export function createServiceApp(options: ServiceOptions): Service {
       },
     });
   });
+
+  if (options.timeline !== undefined) {
+    const hub = options.timeline;
+    // Registered after the /api auth middleware: the owner comes from the token.
+    app.get('/api/inspect/stream', (c) => {
+      const raw = c.req.header('last-event-id') ?? c.req.query('after') ?? '0';
+      if (!/^\d{1,15}$/.test(raw)) {
+        throw new HttpError('invalid_query', 'expected `after` to be a non-negative integer');
+      }
+      const controller = new AbortController();
+      streams.add(controller);
+      controller.signal.addEventListener('abort', () => streams.delete(controller), { once: true });
+      c.req.raw.signal.addEventListener('abort', () => controller.abort(), { once: true });
+      const body = hub.stream(c.get('ownerId'), {
+        after: Number(raw),
+        signal: controller.signal,
+        heartbeatMs,
+      });
+      return new Response(body, {
+        headers: {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-accel-buffering': 'no',
+        },
+      });
+    });
+  }
 
   app.get('/api/runs/:id', (c) => {
     const runId = c.req.param('id');

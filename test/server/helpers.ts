@@ -2,6 +2,7 @@
  * Server test helpers: the service on real SQLite files in a tmp dir, a simulated clock,
  * in-memory requests (`app.request`), and an SSE reader that waits for frames (never for time).
  */
+import type { TimelineHub } from '../../src/inspect/timeline-hub.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +36,8 @@ export interface TestServiceOptions {
   readonly maxBodyBytes?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
   readonly wrapEventLog?: (log: EventLog) => EventLog;
+  /** Serve the live timeline (`/inspect`) from this hub. */
+  readonly timeline?: TimelineHub;
 }
 
 /** The service on a fresh SQLite file and a simulated clock. */
@@ -54,6 +57,7 @@ export function createTestService(options: TestServiceOptions = {}) {
       inbox: createSqliteInbox({ database: db }),
     },
     reportError: (error) => reported.push(error),
+    inspect: options.timeline?.inspect,
   });
   const runs = createSqliteRunRecords({ database: db });
   const sessions = createSqliteSessionRecords({ database: db });
@@ -77,6 +81,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     heartbeatMs: options.heartbeatMs,
     maxBodyBytes: options.maxBodyBytes,
     reportError: (error) => reported.push(error),
+    timeline: options.timeline,
   });
 
   const request = (
