@@ -7,9 +7,9 @@ import { createTimelineHub } from '../../src/inspect/timeline-hub.js';
 import { ALICE, BOB, createTestService, sseReader, wordsAgent } from './helpers.js';
 
 describe('GET /inspect and /api/inspect/stream', () => {
-  const cleanups: Array<() => void> = [];
-  afterEach(() => {
-    for (const cleanup of cleanups.splice(0)) cleanup();
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0)) await cleanup();
   });
 
   it('serves the viewer page wired to the owner-scoped stream', async () => {
