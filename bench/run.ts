@@ -3,29 +3,18 @@
  * prints two markdown tables: each runplane figure beside its target, and the peers side by
  * side (p50, p99, ratios to runplane and to bare XState). Never part of `npm test`.
  *
- * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, http.
+ * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, serve-latency,
+ * serve-fanout, serve-sessions.
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { memory, queueScaling, type Figure } from './core.bench.js';
+import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
 import { cancel, concurrentSessions, lifecycle, type PeerRow } from './side-by-side.bench.js';
 import { checkpointFigures, turnLoopFigures } from './turn-loop.figures.js';
 
 type SuiteResult = Figure | Figure[] | { figures: Figure[]; rows: PeerRow[] };
-
-/** Workload 8 waits for the HTTP service (src/server/), which is not on main yet. */
-function httpPending(): Figure[] {
-  return [
-    {
-      name: 'HTTP POST → first SSE frame, p50 (workload 8)',
-      value: Number.NaN,
-      unit: 'ms',
-      target: '≤ 5 ms — pending: src/server/ not on main',
-      meets: false,
-    },
-  ];
-}
 
 const suites: Array<[string, () => Promise<SuiteResult> | SuiteResult]> = [
   ['lifecycle', lifecycle],
@@ -35,7 +24,10 @@ const suites: Array<[string, () => Promise<SuiteResult> | SuiteResult]> = [
   ['turnloop', turnLoopFigures],
   ['checkpoint', checkpointFigures],
   ['memory', memory],
-  ['http', httpPending],
+  // Workload 8: `runplane serve` in its own process, this process the HTTP client.
+  ['serve-latency', () => messageToFirstFrame()],
+  ['serve-fanout', () => fanOut()],
+  ['serve-sessions', () => manySessions()],
 ];
 const only = process.argv[2];
 if (only !== undefined && !suites.some(([name]) => name === only)) {
