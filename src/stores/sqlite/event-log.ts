@@ -5,6 +5,7 @@
  * @module
  */
 import type Database from 'better-sqlite3';
+import { setMaxListeners } from 'node:events';
 import { createIdSequence } from '../../ids.js';
 import { InvalidArgumentError, RunplaneError } from '../../errors.js';
 import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../../events/event-log.js';
@@ -196,6 +197,8 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
   /** Sessions written or followed lately, least recent first (a Map keeps insertion order). */
   const states = new Map<string, SessionState>();
   const closing = new AbortController();
+  // Every follower (an SSE client each) listens on it: hundreds are expected, not a leak.
+  setMaxListeners(0, closing.signal);
 
   const stateOf = (key: SessionKey): SessionState => {
     const k = keyOf(key);
