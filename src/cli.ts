@@ -15,7 +15,7 @@ import { runServeCommand, serveUsage } from './server/serve-command.js';
 const usage = `Usage: runplane <command> [options]
 
 Commands:
-${serveUsage}
+  serve                     start the HTTP session-events service (options below)
   demo                      run the lifecycle demo: queue, cancel, interrupt, safe-point cancel
   timeline <trace.jsonl>    render a recorded trace (createTimelineRecorder) as an offline HTML
                             page: one swimlane per run, grouped by session
@@ -26,7 +26,8 @@ Options of demo and timeline:
   --title <text>            timeline: the page title (default "runplane timeline")
 
   -h, --help                show this help
-`;
+
+${serveUsage}`;
 
 /** `runplane timeline trace.jsonl -o timeline.html`. @returns the exit code */
 async function timeline(tracePath: string | undefined, out: string | undefined, title?: string) {

@@ -25,11 +25,15 @@ export const maxEventsPerBatch = 100;
 /** The longest `grace_ms` or `timeout_ms` accepted, in ms (one hour). */
 const maxDurationMs = 3_600_000;
 
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 const nonEmpty = (max: number) =>
   z
     .string({ error: `a non-empty string of at most ${max} characters` })
     .min(1, { error: `a non-empty string of at most ${max} characters` })
-    .max(max, { error: `a non-empty string of at most ${max} characters` });
+    .max(max, { error: `a non-empty string of at most ${max} characters` })
+    // A lone UTF-16 surrogate cannot be written as JSON that strict readers accept.
+    .refine((text) => !loneSurrogate.test(text), { error: 'well-formed Unicode text' });
 
 const durationMs = z
   .number({ error: `an integer number of milliseconds from 0 to ${maxDurationMs}` })

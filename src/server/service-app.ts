@@ -498,7 +498,8 @@ export function createServiceApp(options: ServiceOptions): Service {
     const page = read.slice(0, query.limit);
     return c.json({
       events: page.map(toEventJson),
-      next_after: page.at(-1)?.seq ?? query.after,
+      // Never past the end: a client that follows it must not skip events yet to come.
+      next_after: page.at(-1)?.seq ?? Math.min(query.after, lastSeq),
       has_more: read.length > query.limit,
       last_seq: lastSeq,
     });

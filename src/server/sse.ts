@@ -116,7 +116,14 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
     }
     options.onClose?.();
   };
-  const onAbort = () => finish(true);
+  // The service is closing the stream (shutdown): end the follow, then write what the log
+  // already holds before closing, so a client sees the runs' final events.
+  let ending = false;
+  const onAbort = () => {
+    ending = true;
+    stop.abort();
+    wakeWriter?.();
+  };
 
   const write = (text: string) => {
     if (!closed) controller.enqueue(encoder.encode(text));
@@ -135,6 +142,7 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
   };
 
   const pump = async () => {
+    let lastSeq = options.after;
     try {
       for await (const event of options.eventLog.follow({ signal: stop.signal }, options.key, {
         after: options.after,
@@ -142,7 +150,15 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
       })) {
         if (closed) break;
         write(formatEventFrame(event));
-        await roomToWrite();
+        lastSeq = event.seq;
+        if (!ending) await roomToWrite();
+      }
+      if (ending && !closed) {
+        const tail = await options.eventLog.read({}, options.key, {
+          after: lastSeq,
+          types: options.types,
+        });
+        for (const event of tail) write(formatEventFrame(event));
       }
     } catch (error) {
       if (!closed) {

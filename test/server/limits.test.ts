@@ -213,3 +213,26 @@ describe('draining', () => {
     });
   });
 });
+
+describe('texts and cursors', () => {
+  it('refuses a lone UTF-16 surrogate (strict JSON readers could not read the log back)', async () => {
+    const service = createTestService();
+    const id = await service.createSession();
+    const response = await service.request('POST', `/api/sessions/${id}/events`, {
+      body: '{"events":[{"type":"user.supplement","payload":{"text":"\\ud800"}}]}',
+    });
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { code: string } };
+    expect(body.error.code).toBe('invalid_event');
+    await service.close();
+  });
+
+  it('never hands out a next_after past the end of the log', async () => {
+    const service = createTestService();
+    const id = await service.createSession();
+    const response = await service.request('GET', `/api/sessions/${id}/events?after=999999`);
+    const body = (await response.json()) as { next_after: number; last_seq: number };
+    expect(body.next_after).toBe(body.last_seq);
+    await service.close();
+  });
+});

@@ -270,6 +270,23 @@ describe('GET /api/sessions/:id/events/stream (SSE)', () => {
     gate.complete(runId, 'done');
   });
 
+  it('closeStreams() first writes what the log already holds (the final events of a shutdown)', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession();
+    const runId = await t.send(id, 'go');
+    const sse = sseReader(await t.request('GET', `/api/sessions/${id}/events/stream`));
+    await sse.until((text) => text.includes('event: session.run_started'));
+    // The run ends and the streams are closed in the same tick, before any follower woke up.
+    t.runtime.runs.cancel('alice', id, runId);
+    t.service.closeStreams();
+    const text = await sse.until(() => false);
+    expect(sse.ended).toBe(true);
+    expect(text).toContain('event: run.cancelled');
+    const lastSeq = (await t.events(id)).at(-1)?.seq;
+    expect(text).toContain(`id: ${lastSeq}\n`);
+  });
+
   it('accepts the token as ?access_token= on the stream only (EventSource sends no headers)', async () => {
     t = createTestService();
     const id = await t.createSession();
