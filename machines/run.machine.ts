@@ -326,7 +326,9 @@ export const runMachine = setup({
     COMPLETED: {},
     FAILED: {},
     CANCELLED: {
-      entry: assign({ cause: ({ context }) => context.cancel?.cause ?? 'cancel' }),
+      // A deadline records `timeout` before it gets here; keep it, even over a pending
+      // safe-point cancel it overtook (the AbortSignal already said `timeout`).
+      entry: assign({ cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel' }),
       initial: 'deciding',
       states: {
         deciding: {
