@@ -12,6 +12,7 @@ import {
   queueScaling,
   type Figure,
 } from './core.bench.js';
+import { turnLoopFigures } from './turn-loop.figures.js';
 
 const figures: Figure[] = [];
 const only = process.argv[2];
@@ -20,6 +21,7 @@ const suites: Array<[string, () => Promise<Figure | Figure[]>]> = [
   ['cancel', () => cancelLatency()],
   ['queue', queueScaling],
   ['memory', memory],
+  ['turnloop', turnLoopFigures],
 ];
 for (const [name, suite] of suites) {
   if (only !== undefined && only !== name) continue;

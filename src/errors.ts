@@ -107,6 +107,72 @@ export class NotFoundError extends RunplaneError {
   }
 }
 
+// ---- TurnLoop and checkpoint errors ------------------------------------------------------------
+
+/**
+ * A turn of a TurnLoop was cancelled. Code `RUN_CANCELLED` (`RUN_TIMEOUT` for a timed-out run).
+ *
+ * @remarks The `exitReason` of a loop whose stop cancelled its last turn (Eino's CancelError
+ * propagated as ExitReason); `escalated` says whether a safe-point cancel hit its deadline.
+ */
+export class TurnCancelledError extends RunCancelledError {
+  constructor(
+    runId: string,
+    /** The turn whose run was cancelled. */
+    readonly turnId: string,
+    cancelCause: CancelCause,
+    reason: string | undefined,
+    /** True when a safe-point cancel (graceful stop, preempt) escalated to immediate. */
+    readonly escalated: boolean,
+  ) {
+    super(runId, cancelCause, reason);
+  }
+}
+
+/**
+ * A push after the loop stopped, once its late items were taken. Code `LATE_ITEMS_TAKEN`.
+ *
+ * @remarks Thrown by `loop.push()` so that an item pushed after `exit.takeLateItems()` is never
+ * silently lost (Eino panics in the same case).
+ */
+export class LateItemsTakenError extends RunplaneError {
+  constructor() {
+    super(
+      'LATE_ITEMS_TAKEN',
+      'the turn loop has stopped and its late items were taken: this push would be lost',
+    );
+  }
+}
+
+/** A stored checkpoint cannot be read: bad encoding, bad shape or unknown version. Code `CHECKPOINT_CORRUPT`. */
+export class CheckpointCorruptError extends RunplaneError {
+  constructor(
+    /** The id the checkpoint is stored under; it is left in place. */
+    readonly checkpointId: string,
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super('CHECKPOINT_CORRUPT', `checkpoint ${checkpointId} is unreadable: ${detail}`, options);
+  }
+}
+
+/** A store operation failed; the store's own error is `cause`. Code `STORE_FAILED`. */
+export class StoreFailedError extends RunplaneError {
+  constructor(
+    /** What was attempted: `get`, `set`, `delete`, or `encode` (the codec failed). */
+    readonly operation: 'get' | 'set' | 'delete' | 'encode',
+    /** The key involved (a checkpoint id). */
+    readonly key: string,
+    cause: unknown,
+  ) {
+    super(
+      'STORE_FAILED',
+      `${operation} of ${key} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+  }
+}
+
 /**
  * Whether `error`, or any error in its `cause` chain, is a cancellation.
  *

@@ -14,6 +14,9 @@
  *   {@link defineTool}; `runtime.inbox.push(...)` feeds hints to a running agent,
  *   `runtime.approve(...)` answers tool approvals, and the session store keeps the history
  *   (`createSqliteSessionStore` from `runplane/stores/sqlite`).
+ * - {@link createTurnLoop} turns a stream of pushed items into turns (one run each) with
+ *   preemption, stop escalation and checkpoints in a {@link CheckpointStore}
+ *   ({@link createMemoryCheckpointStore} here, SQLite from `runplane/stores/sqlite`).
  *
  * @module
  */
@@ -38,6 +41,13 @@ export type {
   RuntimeMachineEvent,
   RuntimeMachineOutput,
 } from '../machines/runtime.machine.js';
+export { turnLoopMachine } from '../machines/turn-loop.machine.js';
+export type {
+  StopMode,
+  TurnLoopContext,
+  TurnLoopEvent,
+  TurnLoopInput,
+} from '../machines/turn-loop.machine.js';
 export type { SessionStrategy } from '../machines/session.machine.js';
 export { systemClock, sleep } from './clock.js';
 export type { Clock } from './clock.js';
@@ -49,6 +59,10 @@ export {
   InvalidArgumentError,
   ShuttingDownError,
   NotFoundError,
+  TurnCancelledError,
+  LateItemsTakenError,
+  CheckpointCorruptError,
+  StoreFailedError,
   isCancellation,
 } from './errors.js';
 export type { RunplaneErrorCode } from './errors.js';
@@ -130,3 +144,27 @@ export type {
   Runtime,
   RuntimeOptions,
 } from './runtime/create-runtime.js';
+export { createTurnLoop } from './turn-loop/create-turn-loop.js';
+export type {
+  GenInputInfo,
+  GenInputResult,
+  GenResumeArgs,
+  PreemptOptions,
+  PrepareAgentInfo,
+  PushOptions,
+  PushResult,
+  PushStrategy,
+  StopOptions,
+  TurnContext,
+  TurnLoop,
+  TurnLoopConfig,
+  TurnLoopExit,
+} from './turn-loop/turn-loop-types.js';
+export {
+  checkpointFormat,
+  checkpointVersion,
+  jsonCheckpointCodec,
+} from './turn-loop/checkpoint.js';
+export type { Checkpoint, CheckpointCodec, PersistedLoopSnapshot } from './turn-loop/checkpoint.js';
+export type { CheckpointStore } from './stores/checkpoint-store.js';
+export { createMemoryCheckpointStore } from './stores/memory-checkpoint-store.js';

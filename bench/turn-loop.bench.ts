@@ -1,0 +1,259 @@
+/**
+ * TurnLoop benchmarks (issue 3, "Performance"). Real clock, real SQLite file; prints JSON.
+ * Run with `npm run bench` or `npx tsx bench/turn-loop.bench.ts`. Never part of `npm test`.
+ *
+ * - pushToTurnStarted: an idle loop, one push → the turn's agent starts executing.
+ * - preemptToNextTurn: the agent reaches a safe point every 1 ms; a preempting push → the next
+ *   turn's agent starts (target p99 ≤ 2 ms).
+ * - checkpointSqlite10k: a stop with 10,000 buffered items → the checkpoint is written; then a
+ *   new loop loads it and offers the items to genInput (target save + load ≤ 50 ms).
+ * - pushesPerSecond: pushes into a loop whose turn is busy (target ≥ 100,000/s).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import {
+  CancelMode,
+  createRuntime,
+  createTurnLoop,
+  sleep,
+  type Agent,
+  type RunContext,
+} from '../src/index.js';
+import { createSqliteCheckpointStore } from '../src/stores/sqlite/index.js';
+
+const quantile = (samples: number[], q: number): number => {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+};
+const summary = (samples: number[]) => ({
+  n: samples.length,
+  p50Ms: +quantile(samples, 0.5).toFixed(3),
+  p99Ms: +quantile(samples, 0.99).toFixed(3),
+  maxMs: +Math.max(...samples).toFixed(3),
+});
+
+interface Started {
+  at: number;
+  ctx: RunContext;
+  finish(): void;
+}
+
+/** An agent that records when each execution starts and waits for `finish()` or its signal. */
+function recordingAgent(onStart: (started: Started) => void): Agent<unknown, string> {
+  return {
+    execute: (_input, ctx) =>
+      new Promise<string>((resolve, reject) => {
+        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error), {
+          once: true,
+        });
+        onStart({ at: performance.now(), ctx, finish: () => resolve('ok') });
+      }),
+  };
+}
+
+async function pushToTurnStarted(rounds: number, warmup: number) {
+  const runtime = createRuntime();
+  let waiter: ((s: Started) => void) | undefined;
+  const agent = recordingAgent((s) => waiter?.(s));
+  const loop = createTurnLoop<number>({
+    runtime,
+    ownerId: 'bench',
+    sessionId: 'push-latency',
+    genInput: (items) => ({ input: items, consumed: items }),
+    prepareAgent: () => agent,
+  });
+  loop.run();
+  const samples: number[] = [];
+  for (let i = 0; i < warmup + rounds; i++) {
+    const started = new Promise<Started>((resolve) => (waiter = resolve));
+    const t0 = performance.now();
+    loop.push(i);
+    const s = await started;
+    if (i >= warmup) samples.push(s.at - t0);
+    s.finish();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  loop.stop();
+  await loop.wait();
+  await runtime.shutdown({ graceMs: 100 });
+  return summary(samples);
+}
+
+async function preemptToNextTurn(rounds: number, warmup: number) {
+  const runtime = createRuntime();
+  let waiter: ((at: number) => void) | undefined;
+  // Reaches a safe point every 1 ms (on the runtime's real clock) until cancelled.
+  const agent: Agent<unknown, string> = {
+    async execute(_input, ctx) {
+      waiter?.(performance.now());
+      for (;;) {
+        await sleep(ctx.clock, 1, ctx.signal);
+        ctx.safePoint('afterToolCalls');
+      }
+    },
+  };
+  const loop = createTurnLoop<number>({
+    runtime,
+    ownerId: 'bench',
+    sessionId: 'preempt-latency',
+    genInput: (items) => ({ input: items, consumed: items }),
+    prepareAgent: () => agent,
+  });
+  let first = new Promise<number>((resolve) => (waiter = resolve));
+  loop.push(-1);
+  loop.run();
+  await first;
+  const samples: number[] = [];
+  for (let i = 0; i < warmup + rounds; i++) {
+    // Let the running turn settle into its 1 ms rhythm at a random phase.
+    await sleep(runtime.clock, 2 + Math.random() * 3);
+    first = new Promise<number>((resolve) => (waiter = resolve));
+    const t0 = performance.now();
+    loop.push(i, { preempt: CancelMode.AnySafePoint });
+    const startedAt = await first;
+    if (i >= warmup) samples.push(startedAt - t0);
+  }
+  loop.stop({ mode: 'immediate' });
+  await loop.wait();
+  await runtime.shutdown({ graceMs: 100 });
+  return summary(samples);
+}
+
+async function checkpointSqlite10k(items: number, rounds: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
+  const saves: number[] = [];
+  const loads: number[] = [];
+  const totals: number[] = [];
+  let bytes = 0;
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const filename = join(dir, `cp-${r}.db`);
+      const store = createSqliteCheckpointStore({ filename });
+      const runtime = createRuntime();
+      let started: Started | undefined;
+      const agent = recordingAgent((s) => (started = s));
+      const first = createTurnLoop<{ id: number; text: string }>({
+        runtime,
+        ownerId: 'bench',
+        sessionId: 'checkpoint',
+        store,
+        checkpointId: 'cp',
+        genInput: (all) => ({ input: all[0], consumed: all.slice(0, 1), remaining: all.slice(1) }),
+        prepareAgent: () => agent,
+      });
+      first.push({ id: -1, text: 'running' });
+      first.run();
+      while (started === undefined) await new Promise((resolve) => setImmediate(resolve));
+      for (let i = 0; i < items; i++) {
+        first.push({ id: i, text: `buffered message number ${i} with a little text in it` });
+      }
+      // Measure the save itself: the turn is cancelled first (immediately), then the save runs.
+      const originalSet = store.set.bind(store);
+      let saveMs = 0;
+      store.set = async (ctx, id, data) => {
+        const t = performance.now();
+        await originalSet(ctx, id, data);
+        saveMs = performance.now() - t;
+        bytes = data.length;
+      };
+      const t0 = performance.now();
+      first.stop({ mode: 'immediate' });
+      const exit = await first.wait();
+      const stopToSaved = performance.now() - t0;
+      if (exit.checkpointError !== undefined) throw exit.checkpointError as Error;
+
+      let offered = 0;
+      const t1 = performance.now();
+      let loaded!: () => void;
+      const planned = new Promise<void>((resolve) => (loaded = resolve));
+      const second = createTurnLoop<{ id: number; text: string }>({
+        runtime,
+        ownerId: 'bench',
+        sessionId: 'checkpoint',
+        store,
+        checkpointId: 'cp',
+        genInput: (all) => ({ input: all, consumed: [], remaining: all }),
+        genResume: (args) => {
+          offered = args.interrupted.length + args.unhandled.length + args.newItems.length;
+          loaded();
+          return { input: 0, consumed: [], remaining: [...args.interrupted, ...args.unhandled] };
+        },
+        prepareAgent: () => agent,
+      });
+      second.run();
+      await planned;
+      const loadMs = performance.now() - t1;
+      if (offered !== items + 1) throw new Error(`expected ${items + 1} items, got ${offered}`);
+      second.stop({ skipCheckpoint: true });
+      await second.wait();
+      store.close();
+      await runtime.shutdown({ graceMs: 100 });
+      saves.push(stopToSaved);
+      loads.push(loadMs);
+      totals.push(stopToSaved + loadMs);
+      void saveMs;
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return {
+    items,
+    checkpointBytes: bytes,
+    stopToSavedMs: summary(saves),
+    runToGenResumeMs: summary(loads),
+    saveAndLoadMs: summary(totals),
+  };
+}
+
+async function pushesPerSecond(pushes: number) {
+  const runtime = createRuntime();
+  let started: Started | undefined;
+  const agent = recordingAgent((s) => (started = s));
+  const loop = createTurnLoop<number>({
+    runtime,
+    ownerId: 'bench',
+    sessionId: 'throughput',
+    genInput: (items) => ({
+      input: items[0],
+      consumed: items.slice(0, 1),
+      remaining: items.slice(1),
+    }),
+    prepareAgent: () => agent,
+  });
+  loop.push(-1);
+  loop.run();
+  while (started === undefined) await new Promise((resolve) => setImmediate(resolve));
+  for (let i = 0; i < 50_000; i++) loop.push(i); // warm-up
+  const rates: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    const t0 = performance.now();
+    for (let i = 0; i < pushes; i++) loop.push(i);
+    rates.push((pushes / (performance.now() - t0)) * 1000);
+  }
+  loop.stop({ mode: 'immediate', skipCheckpoint: true });
+  const exit = await loop.wait();
+  await runtime.shutdown({ graceMs: 100 });
+  return {
+    pushesPerRound: pushes,
+    rounds: rates.map(Math.round),
+    pushesPerSecondMedian: Math.round(quantile(rates, 0.5)),
+    unhandledAtExit: exit.unhandledItems.length,
+  };
+}
+
+export async function runTurnLoopBench() {
+  return {
+    node: process.version,
+    // Warm-up rounds (JIT, lazy module loading) are run first and not counted.
+    pushToTurnStarted: await pushToTurnStarted(1_000, 500),
+    preemptToNextTurn: await preemptToNextTurn(500, 200),
+    checkpointSqlite10k: await checkpointSqlite10k(10_000, 5),
+    pushesPerSecond: await pushesPerSecond(100_000),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  console.log(JSON.stringify(await runTurnLoopBench(), null, 2));
+}

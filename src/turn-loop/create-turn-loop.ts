@@ -1,0 +1,711 @@
+/**
+ * createTurnLoop: binds the pure TurnLoop machine to a runtime, a store and the user's
+ * callbacks (DESIGN.md §8, §9).
+ *
+ * @module
+ */
+import { createActor, fromCallback, fromPromise, type EventObject } from 'xstate';
+import { CancelMode } from '../../machines/cancel-request.js';
+import {
+  turnLoopMachine,
+  type GenerateInput,
+  type LoadedCheckpoint,
+  type LoopTimerInput,
+  type PrepareInput,
+  type PreemptSpec,
+  type PushDecision,
+  type PushToken,
+  type SaveCheckpointInput,
+  type StopCall,
+  type TurnEnding,
+  type TurnCancelCommand,
+  type TurnInput,
+  type TurnLoopContext,
+  type TurnLoopEvent,
+  type TurnPlan,
+} from '../../machines/turn-loop.machine.js';
+import { z } from 'zod';
+import {
+  InvalidArgumentError,
+  LateItemsTakenError,
+  StoreFailedError,
+  TurnCancelledError,
+  isCancellation,
+} from '../errors.js';
+import type { Agent } from '../run/agent.js';
+import type { AgentRun } from '../run/agent-run.js';
+import { terminalRunStatuses } from '../../machines/run.machine.js';
+import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
+import {
+  checkpointFormat,
+  checkpointVersion,
+  decodeCheckpoint,
+  jsonCheckpointCodec,
+  type Checkpoint,
+  type PersistedLoopSnapshot,
+} from './checkpoint.js';
+import { partitionItems } from './partition-items.js';
+import type {
+  PreemptOptions,
+  PushOptions,
+  PushResult,
+  StopOptions,
+  TurnContext,
+  TurnLoop,
+  TurnLoopConfig,
+  TurnLoopExit,
+} from './turn-loop-types.js';
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
+
+const configSchema = z
+  .object({
+    runtime: z.custom<unknown>(
+      (value) =>
+        typeof value === 'object' &&
+        value !== null &&
+        isFunction((value as { prepare?: unknown }).prepare) &&
+        typeof (value as { clock?: unknown }).clock === 'object',
+      { error: 'a runtime from createRuntime()' },
+    ),
+    ownerId: nonEmptyString,
+    sessionId: nonEmptyString,
+    genInput: fn('a function (items, info) => { input, consumed, remaining? }'),
+    prepareAgent: fn('a function (consumed, info) => Agent'),
+    onAgentEvents: fn('a function (turn, events) => error | undefined').optional(),
+    genResume: fn(
+      'a function ({ interrupted, unhandled, newItems, agentState }) => plan',
+    ).optional(),
+    store: z
+      .custom<unknown>(
+        (value) =>
+          typeof value === 'object' &&
+          value !== null &&
+          ['get', 'set', 'delete'].every((m) => isFunction((value as Record<string, unknown>)[m])),
+        { error: 'a CheckpointStore with get, set and delete' },
+      )
+      .optional(),
+    checkpointId: nonEmptyString.optional(),
+    codec: z
+      .custom<unknown>(
+        (value) =>
+          typeof value === 'object' &&
+          value !== null &&
+          isFunction((value as { encode?: unknown }).encode) &&
+          isFunction((value as { decode?: unknown }).decode),
+        { error: 'a CheckpointCodec with encode and decode' },
+      )
+      .optional(),
+    requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
+    inspect: z
+      .custom<unknown>(
+        (value) =>
+          isFunction(value) ||
+          (typeof value === 'object' &&
+            value !== null &&
+            isFunction((value as { next?: unknown }).next)),
+        { error: 'an XState inspection observer or function' },
+      )
+      .optional(),
+  })
+  .superRefine((config, ctx) => {
+    if (config.store !== undefined && config.checkpointId === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['checkpointId'], message: 'set when `store` is set' });
+    }
+    if (config.checkpointId !== undefined && config.store === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['store'], message: 'set when `checkpointId` is set' });
+    }
+  });
+
+const preemptMode = z
+  .number({ error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)' })
+  .int({ error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)' })
+  .min(CancelMode.AfterChatModel, {
+    error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint), not 0',
+  })
+  .max(CancelMode.AnySafePoint, {
+    error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)',
+  });
+
+const preemptShape = {
+  preempt: preemptMode.optional(),
+  preemptTimeoutMs: durationMs.optional(),
+  preemptDelayMs: durationMs.optional(),
+};
+
+const needsPreempt = (options: PreemptOptions, ctx: z.RefinementCtx) => {
+  for (const field of ['preemptTimeoutMs', 'preemptDelayMs'] as const) {
+    if (options[field] !== undefined && options.preempt === undefined) {
+      ctx.addIssue({ code: 'custom', path: [field], message: 'used together with `preempt`' });
+    }
+  }
+};
+
+const pushSchema = z
+  .object({ ...preemptShape, strategy: fn('a function (turn) => preempt options').optional() })
+  .superRefine((options, ctx) => {
+    needsPreempt(options, ctx);
+    if (
+      options.strategy !== undefined &&
+      (options.preempt !== undefined ||
+        options.preemptTimeoutMs !== undefined ||
+        options.preemptDelayMs !== undefined)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['strategy'],
+        message: 'given without preempt options (the strategy answers them)',
+      });
+    }
+  });
+
+/** A strategy's answer, validated under the field name `strategy()`. */
+const strategyAnswerSchema = z.object({
+  'strategy()': z
+    .custom<object>(
+      (answer) =>
+        typeof answer === 'object' &&
+        answer !== null &&
+        !isFunction((answer as { then?: unknown }).then),
+      { error: 'preempt options or undefined, answered synchronously (not a promise)' },
+    )
+    .pipe(z.looseObject(preemptShape).superRefine(needsPreempt)),
+});
+
+const stopModes = ['afterTurn', 'graceful', 'immediate'] as const;
+const stopSchema = z
+  .object({
+    mode: z.enum(stopModes, { error: `one of ${stopModes.join(', ')}` }).optional(),
+    graceMs: durationMs.optional(),
+    idleForMs: durationMs.optional(),
+    cause: z.string({ error: 'a string' }).optional(),
+    skipCheckpoint: z.boolean({ error: 'a boolean' }).optional(),
+  })
+  .superRefine((options, ctx) => {
+    if (
+      options.graceMs !== undefined &&
+      options.mode !== undefined &&
+      options.mode !== 'graceful'
+    ) {
+      ctx.addIssue({ code: 'custom', path: ['graceMs'], message: "used with mode 'graceful'" });
+    }
+  });
+
+const toSpec = (options: PreemptOptions): PreemptSpec | undefined =>
+  options.preempt === undefined
+    ? undefined
+    : {
+        mode: options.preempt,
+        timeoutMs: options.preemptTimeoutMs,
+        delayMs: options.preemptDelayMs,
+      };
+
+const resolved: Promise<void> = Promise.resolve();
+/** Store calls whose effect must complete (the final checkpoint) get a signal that never aborts. */
+const uncancellable = new AbortController().signal;
+
+/** The loop actor's persisted snapshot with the items moved out (they go in the envelope). */
+function toDurableSnapshot(persisted: unknown): PersistedLoopSnapshot {
+  const { context, ...rest } = persisted as { context: TurnLoopContext } & Record<string, unknown>;
+  return {
+    ...rest,
+    status: String(rest.status),
+    value: rest.value,
+    children: {},
+    context: {
+      ...context,
+      buffer: [],
+      requeued: [],
+      dropped: [],
+      delayed: { seq: context.delayed.seq, pending: [] },
+      turn: undefined,
+      resume: undefined,
+      lastPush: undefined,
+      ending: undefined,
+      exit: undefined,
+    },
+  };
+}
+
+/**
+ * Creates a TurnLoop: a supervisor that turns pushed items into turns, one run per turn, in
+ * one session (semantics of Eino ADK's TurnLoop).
+ *
+ * @remarks
+ * Each turn: `genInput(buffered items)` (or `genResume` after a mid-turn checkpoint) →
+ * `prepareAgent(consumed)` → one run (`runtime.prepare` + `start`) whose events go to
+ * `onAgentEvents` → the run is settled before the next turn. A push with `preempt` cancels
+ * the current turn at a safe point in the same machine event as the buffer write; a
+ * preempted turn is swallowed and the loop goes on, a stop-cancelled turn ends the loop with
+ * its `TurnCancelledError`. Stricter than Eino: the buffer is closed before it is taken at
+ * exit; every accepted item ends in exactly one of consumed, `droppedItems`,
+ * `unhandledItems`, `interruptedItems`; every refused one in `takeLateItems()`; stop beats
+ * preempt when both hit a turn; a pending resume is saved again on an early exit; a consumed
+ * checkpoint is deleted after the resumed turn succeeds.
+ *
+ * Checkpoints (with `store` + `checkpointId`): saved on a stop-caused exit that leaves items
+ * or an interrupted turn, unless `skipCheckpoint`; never on an error exit; the loaded
+ * checkpoint is deleted on a clean exit that saves nothing. A loop that never ran never
+ * touches the store. Every timer runs on `runtime.clock`.
+ *
+ * @param config - {@link TurnLoopConfig}
+ * @returns a {@link TurnLoop}, accepting pushes at once; call `run()` to start it
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad config field
+ * @example
+ * ```ts
+ * const loop = createTurnLoop<string>({
+ *   runtime, ownerId: 'u1', sessionId: 's1',
+ *   genInput: (items) => ({ input: items.join('\n'), consumed: items }),
+ *   prepareAgent: () => agent,
+ * });
+ * loop.push('hello');
+ * loop.run();
+ * loop.push('urgent', { preempt: CancelMode.AnySafePoint });
+ * loop.stop({ mode: 'graceful', graceMs: 5_000, cause: 'shutting down' });
+ * const exit = await loop.wait();
+ * ```
+ */
+export function createTurnLoop<TItem, TInput = unknown>(
+  config: TurnLoopConfig<TItem, TInput>,
+): TurnLoop<TItem> {
+  parseOptions(configSchema, config, 'config');
+  const { runtime, ownerId, sessionId, store, checkpointId } = config;
+  const clock = runtime.clock;
+  const codec = config.codec ?? jsonCheckpointCodec;
+  const checkpointKey = checkpointId ?? '';
+
+  const acks = new Map<number, () => void>();
+  let ackSeq = 0;
+  let pushSeq = 0;
+  const turns = new Map<string, TurnContext<TItem>>();
+  const late: TItem[] = [];
+  let lateTaken = false;
+  let exited = false;
+  let resolveExit!: (exit: TurnLoopExit<TItem>) => void;
+  const exitPromise = new Promise<TurnLoopExit<TItem>>((resolve) => (resolveExit = resolve));
+
+  const settleAcks = (ids: Iterable<number>) => {
+    for (const id of ids) {
+      acks.get(id)?.();
+      acks.delete(id);
+    }
+  };
+  const currentStopCause = () => actor.getSnapshot().context.stop?.cause;
+
+  const storeCall = async <T>(
+    operation: 'get' | 'set' | 'delete',
+    call: () => Promise<T>,
+  ): Promise<T> => {
+    try {
+      return await call();
+    } catch (error) {
+      throw new StoreFailedError(operation, checkpointKey, error);
+    }
+  };
+
+  const plan = async (input: GenerateInput, signal: AbortSignal): Promise<TurnPlan> => {
+    if (input.kind === 'input') {
+      const answer = await config.genInput(input.items as TItem[], {
+        turnId: input.turnId,
+        preemptedItems: input.preemptedItems as TItem[],
+        signal,
+      });
+      return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
+    }
+    const offered = [...input.interrupted, ...input.unhandled, ...input.newItems];
+    if (config.genResume === undefined) {
+      const answer = await config.genInput(offered as TItem[], {
+        turnId: input.turnId,
+        preemptedItems: [],
+        signal,
+      });
+      return partitionItems(answer, offered, 'genInput');
+    }
+    const answer = await config.genResume({
+      turnId: input.turnId,
+      interrupted: input.interrupted as TItem[],
+      unhandled: input.unhandled as TItem[],
+      newItems: input.newItems as TItem[],
+      agentState: input.agentState,
+      signal,
+    });
+    return partitionItems(answer, offered, 'genResume');
+  };
+
+  const cancelNow = (run: AgentRun<unknown>, reason: string) =>
+    run.cancelWith({
+      mode: CancelMode.Immediate,
+      deadlineAt: undefined,
+      recursive: true,
+      cause: 'cancel',
+      reason,
+    });
+
+  /**
+   * Runs one turn: starts its run, feeds onAgentEvents, reports when both are done.
+   *
+   * The run is created one microtask after the step that entered the turn, so that code it
+   * triggers synchronously (runtime event listeners) never runs inside a loop step; preempts
+   * and stops that arrive meanwhile are delivered at `turn.started`.
+   */
+  const runTurn = (
+    input: TurnInput,
+    sendBack: (event: TurnLoopEvent) => void,
+    receive: (listener: (command: TurnCancelCommand) => void) => void,
+  ): (() => void) => {
+    const { turnId } = input;
+    let live = true;
+    let run: AgentRun<unknown> | undefined;
+    const send = (event: TurnLoopEvent) => {
+      if (live) sendBack(event);
+    };
+    const preempted = new AbortController();
+    const stopped = new AbortController();
+    let preemptContributed = false;
+    let stopContributed = false;
+    let endedByHandler = false;
+
+    receive(({ request, by }) => {
+      if (run === undefined || !run.cancelWith(request).contributed) return;
+      if (by === 'preempt') {
+        preemptContributed = true;
+        // Listeners run after this loop step, so they may push.
+        queueMicrotask(() => preempted.abort(request.reason));
+      } else {
+        stopContributed = true;
+        queueMicrotask(() => stopped.abort(request.reason));
+      }
+    });
+
+    const follow = (current: AgentRun<unknown>) => {
+      const context: TurnContext<TItem> = {
+        turnId,
+        runId: current.id,
+        consumed: input.consumed as readonly TItem[],
+        preempted: preempted.signal,
+        stopped: stopped.signal,
+        get stopCause() {
+          return currentStopCause();
+        },
+      };
+      turns.set(turnId, context);
+      send({ type: 'turn.started', turnId, runId: current.id, at: clock.now() });
+
+      const customHandler = config.onAgentEvents !== undefined;
+      const handled: Promise<unknown> = Promise.resolve()
+        .then(async () => {
+          if (config.onAgentEvents !== undefined) {
+            return config.onAgentEvents(context, current.events());
+          }
+          for await (const _event of current.events()) {
+            // The default handler drains; the run's error is taken from its outcome.
+          }
+          return undefined;
+        })
+        .then(
+          (value) => value ?? undefined,
+          (thrown: unknown) => thrown ?? new Error('onAgentEvents threw a nullish value'),
+        )
+        .then((error) => {
+          // A handler that returns early does not leave its run behind.
+          if (!terminalRunStatuses.has(current.status)) {
+            const { contributed } = cancelNow(
+              current,
+              'onAgentEvents returned before the run ended',
+            );
+            endedByHandler = contributed && !preemptContributed && !stopContributed;
+          }
+          return error;
+        });
+
+      void Promise.all([handled, current.termination]).then(([handlerError, outcome]) => {
+        turns.delete(turnId);
+        let error = handlerError;
+        if (!customHandler && outcome.status === 'FAILED') error = outcome.error;
+        if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
+          error = undefined; // the loop handles its turns' cancellations itself
+        }
+        const ending: TurnEnding = {
+          status: outcome.status,
+          error,
+          cancelError:
+            outcome.status === 'CANCELLED'
+              ? new TurnCancelledError(
+                  current.id,
+                  turnId,
+                  outcome.cause,
+                  outcome.reason,
+                  outcome.escalated,
+                )
+              : undefined,
+          agentState: current.safePointState,
+          preemptContributed,
+          endedByHandler,
+        };
+        send({ type: 'turn.ended', turnId, ending });
+      });
+    };
+
+    queueMicrotask(() => {
+      if (!live) return;
+      try {
+        run = runtime.prepare({
+          ownerId,
+          sessionId,
+          agent: input.agent as Agent<unknown, unknown>,
+          input: input.input,
+        });
+        run.start();
+      } catch (error) {
+        send({ type: 'turn.failed', turnId, error });
+        return;
+      }
+      follow(run);
+    });
+
+    return () => {
+      live = false;
+      turns.delete(turnId);
+      if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+        cancelNow(run, 'turn loop stopped');
+      }
+    };
+  };
+
+  const machine = turnLoopMachine.provide({
+    actors: {
+      loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(async () => {
+        const data = await storeCall('get', () =>
+          (store as NonNullable<typeof store>).get({ signal: uncancellable }, checkpointKey),
+        );
+        if (data === undefined) return undefined;
+        const checkpoint = decodeCheckpoint(codec, data, checkpointKey);
+        return {
+          kind: checkpoint.kind,
+          unhandled: checkpoint.unhandled,
+          interrupted: checkpoint.interrupted,
+          agentState: checkpoint.agentState,
+          turnSeq: checkpoint.loop.context.turnSeq,
+        };
+      }),
+      generate: fromPromise<TurnPlan, GenerateInput>(({ input, signal }) => plan(input, signal)),
+      prepare: fromPromise<unknown, PrepareInput>(async ({ input, signal }) => {
+        const agent: unknown = await config.prepareAgent(input.consumed as TItem[], {
+          turnId: input.turnId,
+          resume: input.resume,
+          signal,
+        });
+        if (
+          typeof agent !== 'object' ||
+          agent === null ||
+          !isFunction((agent as { execute?: unknown }).execute)
+        ) {
+          throw new InvalidArgumentError(
+            'prepareAgent()',
+            'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
+          );
+        }
+        return agent;
+      }),
+      turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) =>
+        runTurn(input, sendBack, receive),
+      ),
+      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(async ({ input }) => {
+        const checkpoint: Checkpoint = {
+          format: checkpointFormat,
+          version: checkpointVersion,
+          kind: input.kind,
+          loop: toDurableSnapshot(actor.getPersistedSnapshot()),
+          unhandled: input.unhandled,
+          interrupted: input.interrupted,
+          ...(input.agentState === undefined ? {} : { agentState: input.agentState }),
+          savedAt: clock.now(),
+        };
+        let data: Uint8Array;
+        try {
+          data = codec.encode(checkpoint);
+        } catch (error) {
+          throw new StoreFailedError('encode', checkpointKey, error);
+        }
+        await storeCall('set', () =>
+          (store as NonNullable<typeof store>).set({ signal: uncancellable }, checkpointKey, data),
+        );
+      }),
+      deleteCheckpoint: fromPromise<void>(async () => {
+        await storeCall('delete', () =>
+          (store as NonNullable<typeof store>).delete({ signal: uncancellable }, checkpointKey),
+        );
+      }),
+      timer: fromCallback<EventObject, LoopTimerInput>(({ input, sendBack }) => {
+        const handle = clock.setTimeout(
+          () => sendBack(input.event),
+          Math.max(0, input.at - clock.now()),
+        );
+        return () => clock.clearTimeout(handle);
+      }),
+      idleClock: fromCallback<EventObject, { idleForMs: number }>(({ input, sendBack }) => {
+        const handle = clock.setTimeout(() => sendBack({ type: 'loop.idle_due' }), input.idleForMs);
+        return () => clock.clearTimeout(handle);
+      }),
+    },
+    actions: {
+      settleAcks: (_, ackIds) => settleAcks(ackIds),
+    },
+  });
+
+  const actor = createActor(machine, {
+    input: { hasStore: store !== undefined, requeuePreempted: config.requeuePreempted ?? false },
+    clock,
+    ...(config.inspect === undefined ? {} : { inspect: config.inspect }),
+  });
+
+  const finish = (exit: TurnLoopExit<TItem>) => {
+    if (exited) return;
+    exited = true;
+    settleAcks([...acks.keys()]);
+    resolveExit(exit);
+  };
+
+  const takeLateItems = (): TItem[] => {
+    if (lateTaken) return [];
+    lateTaken = true;
+    return late.splice(0);
+  };
+
+  actor.subscribe({
+    next(snapshot) {
+      if (snapshot.status !== 'done') return;
+      const { context } = snapshot;
+      const exit = context.exit;
+      finish({
+        exitReason: exit?.reason,
+        unhandledItems: (exit?.unhandled ?? []) as TItem[],
+        interruptedItems: (exit?.interrupted ?? []) as TItem[],
+        droppedItems: [...context.dropped] as TItem[],
+        stopCause: context.stop?.cause,
+        checkpointAttempted: context.checkpoint.attempted,
+        checkpointError: context.checkpoint.error,
+        takeLateItems,
+      });
+    },
+    error(error) {
+      // A defect inside the machine: report it as the exit, never as an unhandled rejection.
+      const { context } = actor.getSnapshot();
+      finish({
+        exitReason: error,
+        unhandledItems: [
+          ...(context.resume?.unhandled ?? []),
+          ...(context.turn?.taken ?? []),
+          ...context.requeued,
+          ...context.buffer,
+        ] as TItem[],
+        interruptedItems: (context.resume?.interrupted ?? []) as TItem[],
+        droppedItems: [...context.dropped] as TItem[],
+        stopCause: context.stop?.cause,
+        checkpointAttempted: context.checkpoint.attempted,
+        checkpointError: context.checkpoint.error,
+        takeLateItems,
+      });
+    },
+  });
+  actor.start();
+
+  const send = (event: TurnLoopEvent) => {
+    if (!exited) actor.send(event);
+  };
+
+  return {
+    push(item: TItem, options: PushOptions<TItem> = {}): PushResult {
+      const parsed = parseOptions(pushSchema, options, 'options');
+      if (item === undefined) {
+        throw new InvalidArgumentError('item', 'expected `item` to be a value, got undefined');
+      }
+      if (lateTaken) throw new LateItemsTakenError();
+      if (exited) {
+        late.push(item);
+        return { accepted: false, ack: resolved };
+      }
+      const strategy = options.strategy;
+      let ackId: number | undefined;
+      let ack = resolved;
+      if (parsed.preempt !== undefined || strategy !== undefined) {
+        const id = ++ackSeq;
+        ackId = id;
+        ack = new Promise<void>((resolve) => acks.set(id, resolve));
+      }
+      const decide =
+        strategy === undefined
+          ? undefined
+          : (turnId: string | undefined): PushDecision => {
+              try {
+                const turn = turnId === undefined ? undefined : turns.get(turnId);
+                const answer: unknown = strategy(turn);
+                if (answer === undefined || answer === null)
+                  return { ok: true, preempt: undefined };
+                const checked = parseOptions(
+                  strategyAnswerSchema,
+                  { 'strategy()': answer },
+                  'strategy()',
+                )['strategy()'] as PreemptOptions;
+                return { ok: true, preempt: toSpec(checked) };
+              } catch (error) {
+                return { ok: false, error };
+              }
+            };
+      const token: PushToken = { seq: ++pushSeq, withdrawn: false };
+      actor.send({
+        type: 'loop.push',
+        token,
+        item,
+        at: clock.now(),
+        ackId,
+        preempt: toSpec(parsed),
+        decide,
+      });
+      const receipt = actor.getSnapshot().context.lastPush;
+      if (receipt?.seq !== token.seq) {
+        // Called from user code running inside a loop step: XState queued the event behind
+        // that step, so its answer is not known yet. Withdraw it rather than guess.
+        token.withdrawn = true;
+        if (ackId !== undefined) settleAcks([ackId]);
+        throw new InvalidArgumentError(
+          'push()',
+          'expected `push()` to be called outside a loop step, got a call from code the loop ' +
+            'was running (a strategy, or a listener it triggered); defer it, e.g. with queueMicrotask',
+        );
+      }
+      const { outcome } = receipt;
+      if (outcome === 'accepted') return { accepted: true, ack };
+      if (outcome === 'refused') {
+        late.push(item);
+        return { accepted: false, ack };
+      }
+      if (ackId !== undefined) settleAcks([ackId]);
+      throw outcome.error;
+    },
+
+    run(): boolean {
+      const { context } = actor.getSnapshot();
+      if (exited || context.ran) return false;
+      actor.send({ type: 'loop.run' });
+      return true;
+    },
+
+    stop(options: StopOptions = {}): void {
+      const parsed = parseOptions(stopSchema, options, 'options');
+      const call: StopCall = {
+        mode: parsed.mode ?? (parsed.graceMs === undefined ? 'afterTurn' : 'graceful'),
+        graceMs: parsed.graceMs,
+        idleForMs: parsed.idleForMs,
+        cause: parsed.cause,
+        skipCheckpoint: parsed.skipCheckpoint ?? false,
+      };
+      send({ type: 'loop.stop', at: clock.now(), call });
+    },
+
+    wait(): Promise<TurnLoopExit<TItem>> {
+      return exitPromise;
+    },
+  };
+}

@@ -1,0 +1,283 @@
+/**
+ * The TurnLoop's public shapes: its config, push and stop options, the turn context its
+ * callbacks see, and the exit it ends with (DESIGN.md §8, §16).
+ *
+ * @module
+ */
+import type { InspectionEvent, Observer } from 'xstate';
+import type { CancelModeValue } from '../../machines/cancel-request.js';
+import type { StopMode } from '../../machines/turn-loop.machine.js';
+import type { RunplaneEvent } from '../events/event-log.js';
+import type { Agent } from '../run/agent.js';
+import type { Runtime } from '../runtime/create-runtime.js';
+import type { CheckpointStore } from '../stores/checkpoint-store.js';
+import type { CheckpointCodec } from './checkpoint.js';
+
+/** What genInput (or genResume) answers: the turn's agent input and how the items split. */
+export interface GenInputResult<TItem, TInput = unknown> {
+  /** Handed to the turn's agent as its input. */
+  readonly input: TInput;
+  /** Items this turn handles; each must be one of the items offered. Empty: no turn is run. */
+  readonly consumed: readonly TItem[];
+  /**
+   * Items kept for later turns, in the order given (they go back to the front of the buffer).
+   * Offered items in neither list are dropped and reported in `exit.droppedItems`. @default []
+   */
+  readonly remaining?: readonly TItem[];
+}
+
+/** The second argument of {@link TurnLoopConfig.genInput}. */
+export interface GenInputInfo<TItem> {
+  /** The turn being planned. */
+  readonly turnId: string;
+  /**
+   * With `requeuePreempted`: the consumed items of the turn(s) preempted since the last plan,
+   * offered again (they may appear in `consumed` / `remaining` like buffered items). Else `[]`.
+   */
+  readonly preemptedItems: readonly TItem[];
+  /** Aborted when the plan is abandoned (the loop was stopped meanwhile). */
+  readonly signal: AbortSignal;
+}
+
+/** The argument of {@link TurnLoopConfig.genResume}. */
+export interface GenResumeArgs<TItem> {
+  readonly turnId: string;
+  /** The consumed items of the turn the checkpoint interrupted. */
+  readonly interrupted: readonly TItem[];
+  /** Items that were buffered when the checkpoint was saved. */
+  readonly unhandled: readonly TItem[];
+  /** Everything pushed into this loop before the resume turn was planned. */
+  readonly newItems: readonly TItem[];
+  /** What the interrupted turn's agent passed to its latest `ctx.safePoint(kind, state)`. */
+  readonly agentState: unknown;
+  /** Aborted when the plan is abandoned. */
+  readonly signal: AbortSignal;
+}
+
+/** The second argument of {@link TurnLoopConfig.prepareAgent}. */
+export interface PrepareAgentInfo {
+  readonly turnId: string;
+  /** Whether this turn resumes a mid-turn checkpoint (planned by genResume). */
+  readonly resume: boolean;
+  /** Aborted when the plan is abandoned. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * What a turn's callbacks and a push strategy see of the current turn.
+ *
+ * @remarks Follows Eino's TurnContext: `preempted` and `stopped` abort only when a preempt
+ * (resp. a stop) of this loop actually contributed to the turn's cancel request; if the
+ * cancel was already settled by another request, they stay un-aborted.
+ */
+export interface TurnContext<TItem> {
+  /** `turn-<n>`, unique within a loop; numbering continues across a checkpoint. */
+  readonly turnId: string;
+  /** The run executing this turn. */
+  readonly runId: string;
+  /** The items this turn consumed. */
+  readonly consumed: readonly TItem[];
+  /** Aborts when a preempt contributed to cancelling this turn. */
+  readonly preempted: AbortSignal;
+  /** Aborts when a stop contributed to cancelling this turn. */
+  readonly stopped: AbortSignal;
+  /** The loop's stop cause so far (first non-empty `stop({ cause })`), if any. */
+  readonly stopCause: string | undefined;
+}
+
+/** Preempt options of a push (also what a {@link PushStrategy} answers). */
+export interface PreemptOptions {
+  /**
+   * Cancel the current turn at a safe point: `CancelMode.AfterChatModel`,
+   * `CancelMode.AfterToolCalls` or `CancelMode.AnySafePoint` (a bitmask; 0 is refused: a
+   * preempt never cancels immediately by itself). Not recursive unless `preemptTimeoutMs` is set.
+   */
+  readonly preempt?: CancelModeValue;
+  /** Escalate to an immediate, recursive cancel after this many ms without a safe point. Needs `preempt`. */
+  readonly preemptTimeoutMs?: number;
+  /**
+   * Deliver the preempt this many ms after the push, to the turn current at push time; a
+   * no-op if that turn has ended by then. Needs `preempt`.
+   */
+  readonly preemptDelayMs?: number;
+}
+
+/**
+ * Decides a push's preempt from the current turn, inside the same machine event as the
+ * buffer write (Eino's WithPushStrategy: no TOCTOU window).
+ *
+ * @param turn - the running turn, or `undefined` while no turn's run has started
+ * @returns preempt options, or `undefined` for a plain push; a `strategy` in the answer is ignored
+ */
+export type PushStrategy<TItem> = (
+  turn: TurnContext<TItem> | undefined,
+) => (PreemptOptions & { readonly strategy?: unknown }) | undefined | void;
+
+/** Options of {@link TurnLoop.push}. */
+export interface PushOptions<TItem> extends PreemptOptions {
+  /** Decides the preempt options at push time; excludes the static preempt options. */
+  readonly strategy?: PushStrategy<TItem>;
+}
+
+/** The answer of {@link TurnLoop.push}. */
+export interface PushResult {
+  /** False once the loop is stopped: the item is a late item (see `exit.takeLateItems()`). */
+  readonly accepted: boolean;
+  /**
+   * Resolves once the preempt was delivered to a turn, or found nothing to preempt (no turn,
+   * the bound turn ended, the loop exited). Resolved at once for a push without preempt.
+   * Never rejects.
+   */
+  readonly ack: Promise<void>;
+}
+
+/** Options of {@link TurnLoop.stop}. Repeated stops merge: they escalate, never de-escalate. */
+export interface StopOptions {
+  /**
+   * `'afterTurn'`: let the current turn finish, start no new one. `'graceful'`: cancel the
+   * current turn at its next safe point (recursive). `'immediate'`: cancel it now (recursive).
+   * @default 'graceful' when `graceMs` is given, else 'afterTurn'
+   */
+  readonly mode?: StopMode;
+  /** Graceful only: escalate to immediate after this many ms. */
+  readonly graceMs?: number;
+  /**
+   * Stop only once the loop has been idle (no turn, nothing to plan) for this many ms; a push
+   * restarts the clock. A later `stop()` without `idleForMs` commits at once.
+   */
+  readonly idleForMs?: number;
+  /** Why the loop stops; the first non-empty cause wins (`exit.stopCause`). */
+  readonly cause?: string;
+  /** Save no checkpoint on this exit. Sticky: a later stop cannot turn it off. @default false */
+  readonly skipCheckpoint?: boolean;
+}
+
+/** How a TurnLoop ended: the same object for every `wait()` caller. */
+export interface TurnLoopExit<TItem> {
+  /**
+   * `undefined` for a clean stop. A `TurnCancelledError` when the stop cancelled the last turn
+   * (`escalated` tells a graceful stop that hit its deadline); else the error that ended the
+   * loop (onAgentEvents' error, a throwing callback, `CheckpointCorruptError`, `StoreFailedError`).
+   */
+  readonly exitReason: unknown;
+  /** Accepted items no turn consumed, in push order (a pending resume's unhandled items first). */
+  readonly unhandledItems: readonly TItem[];
+  /** Consumed items of a turn that did not finish (or of a resume that never ran). */
+  readonly interruptedItems: readonly TItem[];
+  /** Items genInput / genResume returned in neither `consumed` nor `remaining`. */
+  readonly droppedItems: readonly TItem[];
+  /** The first non-empty stop cause. */
+  readonly stopCause: string | undefined;
+  /** Whether a checkpoint save was attempted on exit. */
+  readonly checkpointAttempted: boolean;
+  /**
+   * A `StoreFailedError` (`STORE_FAILED`) when the save, or the delete of a consumed
+   * checkpoint, failed. The exit reason is unchanged by it.
+   */
+  readonly checkpointError: unknown;
+  /**
+   * Takes the items pushed after the stop (refused pushes), once. After this call, a push
+   * throws `LateItemsTakenError` (`LATE_ITEMS_TAKEN`) instead of being refused.
+   *
+   * @returns the late items in push order; `[]` on a second call
+   */
+  takeLateItems(): TItem[];
+}
+
+/** Configuration of {@link createTurnLoop}. */
+export interface TurnLoopConfig<TItem, TInput = unknown> {
+  /** Runs the turns: each turn is one `runtime.prepare(...)` + `start()`; its clock times everything. */
+  readonly runtime: Runtime;
+  readonly ownerId: string;
+  /** The session the turns run in (one at a time, with the session's other runs). */
+  readonly sessionId: string;
+  /**
+   * Plans a turn from everything buffered (Eino's GenInput).
+   *
+   * @param items - the buffered items, in push order
+   * @param info - turn id, re-offered preempted items, abort signal
+   * @returns the agent input and the split of the items; may be a promise
+   */
+  genInput(
+    items: readonly TItem[],
+    info: GenInputInfo<TItem>,
+  ): GenInputResult<TItem, TInput> | Promise<GenInputResult<TItem, TInput>>;
+  /**
+   * Builds the turn's agent from its consumed items (Eino's PrepareAgent).
+   *
+   * @returns an {@link Agent}; may be a promise
+   */
+  prepareAgent(
+    consumed: readonly TItem[],
+    info: PrepareAgentInfo,
+  ): Agent<TInput, unknown> | Promise<Agent<TInput, unknown>>;
+  /**
+   * Consumes a turn's events (Eino's OnAgentEvents). Return (or throw) an error to end the
+   * loop with it; a cancellation of the turn itself is handled by the loop and ignored here.
+   * If it returns before the run ended, the run is cancelled and settled before the next turn.
+   * @default drain the events; end the loop with the run's error if it FAILED
+   */
+  onAgentEvents?(turn: TurnContext<TItem>, events: AsyncIterable<RunplaneEvent>): unknown;
+  /**
+   * Plans the turn that resumes a mid-turn checkpoint (Eino's GenResume). The resumed agent
+   * gets `agentState` through the `input` you build.
+   * @default genInput([...interrupted, ...unhandled, ...newItems])
+   */
+  genResume?(
+    args: GenResumeArgs<TItem>,
+  ): GenInputResult<TItem, TInput> | Promise<GenInputResult<TItem, TInput>>;
+  /** Where the checkpoint lives; requires `checkpointId`. */
+  readonly store?: CheckpointStore;
+  /** The checkpoint's key in `store`; requires `store`. */
+  readonly checkpointId?: string;
+  /** Encodes checkpoints. @default JSON (items and agent state must be JSON values) */
+  readonly codec?: CheckpointCodec;
+  /**
+   * Offer a preempted turn's consumed items to the next genInput as `preemptedItems`
+   * instead of counting them as consumed. @default false
+   */
+  readonly requeuePreempted?: boolean;
+  /**
+   * XState inspection observer for the loop actor (e.g. the one given to `createRuntime`, or
+   * `@statelyai/inspect`): every transition of the loop becomes an inspection event.
+   */
+  readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+/** A TurnLoop: push items, run, stop, wait for the exit. */
+export interface TurnLoop<TItem> {
+  /**
+   * Buffers an item; with `preempt` (or a `strategy` that answers one) cancels the current
+   * turn at a safe point, in the same step.
+   *
+   * @param item - any value but `undefined`
+   * @param options - {@link PushOptions}
+   * @returns `{ accepted, ack }`; `accepted` is false after a stop (the item is kept as a late item)
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad option (also for a
+   *   strategy's bad answer), or whatever the strategy threw; the item is then not buffered
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`, field `push()`) when called
+   *   synchronously from code a loop step is running (a strategy, or a listener it triggered,
+   *   such as an agent's abort listener): its answer would not be known in time, so the item is
+   *   not buffered. Listeners on `TurnContext.preempted` / `stopped` are called after the step
+   *   and may push.
+   * @throws {@link LateItemsTakenError} (`LATE_ITEMS_TAKEN`) after `exit.takeLateItems()`
+   */
+  push(item: TItem, options?: PushOptions<TItem>): PushResult;
+  /**
+   * Starts processing in the background: loads the checkpoint (if a store is configured), then
+   * plans and runs turns. Items pushed before are kept.
+   *
+   * @returns whether this call started the loop (false on a repeated call, or after it exited)
+   */
+  run(): boolean;
+  /**
+   * Stops the loop; repeated calls escalate, never de-escalate. Before `run()`, the loop
+   * exits at once without calling genInput; its items are unhandled.
+   *
+   * @param options - {@link StopOptions}
+   * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad option
+   */
+  stop(options?: StopOptions): void;
+  /** Resolves with the exit once the loop has stopped and its checkpoint is written; never rejects. */
+  wait(): Promise<TurnLoopExit<TItem>>;
+}

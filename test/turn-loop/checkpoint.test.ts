@@ -1,0 +1,296 @@
+/**
+ * Checkpoint rules of the TurnLoop (issue 3, "Checkpoints"): when it is saved, loaded,
+ * deleted, and what a bad one does. Stores are in memory here; the SQLite round trip is in
+ * conformance.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  CheckpointCorruptError,
+  StoreFailedError,
+  TurnCancelledError,
+  checkpointFormat,
+  createMemoryCheckpointStore,
+  jsonCheckpointCodec,
+  type Checkpoint,
+  type CheckpointCodec,
+  type CheckpointStore,
+  type GenResumeArgs,
+} from '../../src/index.js';
+import { decodeCheckpoint } from '../../src/turn-loop/checkpoint.js';
+import { createTestLoop, decodeStored, until } from './helpers.js';
+
+const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+
+const envelope = (overrides: Partial<Record<keyof Checkpoint, unknown>> = {}) => ({
+  format: checkpointFormat,
+  version: 1,
+  kind: 'between-turns',
+  loop: { status: 'active', value: {}, context: { turnSeq: 4 } },
+  unhandled: ['old-1', 'old-2'],
+  interrupted: [],
+  savedAt: 0,
+  ...overrides,
+});
+
+/** A store that counts calls and can be made to fail one operation. */
+function spyStore(fail: Partial<Record<'get' | 'set' | 'delete', Error>> = {}) {
+  const inner = createMemoryCheckpointStore();
+  const calls: string[] = [];
+  const store: CheckpointStore = {
+    get: (ctx, id) => {
+      calls.push('get');
+      return fail.get ? Promise.reject(fail.get) : inner.get(ctx, id);
+    },
+    set: (ctx, id, data) => {
+      calls.push('set');
+      return fail.set ? Promise.reject(fail.set) : inner.set(ctx, id, data);
+    },
+    delete: (ctx, id) => {
+      calls.push('delete');
+      return fail.delete ? Promise.reject(fail.delete) : inner.delete(ctx, id);
+    },
+  };
+  return { store, inner, calls };
+}
+
+describe('TurnLoop checkpoints', () => {
+  it('a corrupt checkpoint is a CheckpointCorruptError exit and is left in place', async () => {
+    const { store, inner, calls } = spyStore();
+    const corrupt = new Uint8Array([123, 34, 0xff]);
+    await inner.set({}, 'c', corrupt);
+    const { loop, genInputCalls } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('new');
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeInstanceOf(CheckpointCorruptError);
+    expect(exit.exitReason).toMatchObject({ code: 'CHECKPOINT_CORRUPT', checkpointId: 'c' });
+    expect(genInputCalls).toEqual([]);
+    expect(exit.unhandledItems).toEqual(['new']);
+    expect(exit.checkpointAttempted).toBe(false);
+    expect(calls).toEqual(['get']);
+    expect(await inner.get({}, 'c')).toEqual(corrupt);
+  });
+
+  it('an unknown version or a wrong shape is CHECKPOINT_CORRUPT', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [envelope({ version: 2 }), /unknown version 2/],
+      [envelope({ format: 'other' }), /expected format/],
+      [envelope({ interrupted: ['x'] }), /interrupted/],
+      [envelope({ loop: { status: 'active', value: {}, context: {} } }), /loop\.context\.turnSeq/],
+      [[1, 2], /format/],
+      ['"text"', /not an object/],
+    ];
+    for (const [value, message] of cases) {
+      expect(() => decodeCheckpoint(jsonCheckpointCodec, encode(value), 'c')).toThrow(message);
+    }
+    expect(decodeCheckpoint(jsonCheckpointCodec, encode(envelope()), 'c').unhandled).toEqual([
+      'old-1',
+      'old-2',
+    ]);
+  });
+
+  it('a between-turns checkpoint puts the stored items first, then the new ones', async () => {
+    const { store, inner } = spyStore();
+    await inner.set({}, 'c', encode(envelope()));
+    const { loop, stepped, genInputCalls } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('new-1');
+    loop.run();
+    loop.push('new-2');
+    await until(() => stepped.executions.length === 1, 'turn started');
+    expect(genInputCalls[0]).toMatchObject({ items: ['old-1', 'old-2', 'new-1', 'new-2'] });
+    expect(genInputCalls[0]?.turnId).toBe('turn-5'); // numbering continues from the checkpoint
+    stepped.last().finish();
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    loop.stop({ mode: 'immediate' });
+    const exit = await loop.wait();
+    expect(exit.interruptedItems).toEqual(['old-2']);
+    expect(exit.unhandledItems).toEqual(['new-1', 'new-2']);
+  });
+
+  it('the loaded checkpoint is deleted on a clean exit that saves nothing', async () => {
+    const { store, inner, calls } = spyStore();
+    await inner.set({}, 'c', encode(envelope({ unhandled: ['old'] })));
+    const { loop, stepped } = createTestLoop({ store, checkpointId: 'c' });
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    loop.stop(); // afterTurn: nothing will be left
+    stepped.last().finish();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.checkpointAttempted).toBe(false);
+    expect(calls).toEqual(['get', 'delete']);
+    expect(await inner.get({}, 'c')).toBeUndefined();
+  });
+
+  it('a clean exit with items left saves a between-turns checkpoint holding the loop snapshot', async () => {
+    const { store, inner } = spyStore();
+    const { loop, stepped, clock } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('a');
+    loop.push('b');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    clock.increment(1234);
+    loop.stop();
+    stepped.last().finish();
+    const exit = await loop.wait();
+    expect(exit.checkpointAttempted).toBe(true);
+    const saved = decodeStored(await inner.get({}, 'c'));
+    expect(saved).toMatchObject({
+      format: 'runplane.checkpoint',
+      version: 1,
+      kind: 'between-turns',
+      unhandled: ['b'],
+      interrupted: [],
+      savedAt: 1234,
+    });
+    expect(saved.agentState).toBeUndefined();
+    expect(saved.loop).toMatchObject({
+      status: 'active',
+      value: { loop: { exiting: 'saving' }, stop: 'committed' },
+      context: { turnSeq: 1, buffer: [], closed: true },
+    });
+  });
+
+  it('a pending resume is saved again if the loop exits before running it', async () => {
+    const { store, inner } = spyStore();
+    const midTurn = envelope({
+      kind: 'mid-turn',
+      interrupted: ['i'],
+      unhandled: ['u'],
+      agentState: { step: 7 },
+    });
+    await inner.set({}, 'c', encode(midTurn));
+    let resumeCalled = false;
+    const { loop } = createTestLoop({
+      store,
+      checkpointId: 'c',
+      genResume: async (args: GenResumeArgs<string>) => {
+        resumeCalled = true;
+        await new Promise<never>((_, reject) =>
+          args.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
+        );
+        return { input: 0, consumed: [] };
+      },
+    });
+    loop.push('n');
+    loop.run();
+    await until(() => resumeCalled, 'genResume called');
+    loop.stop({ cause: 'not now' });
+    const exit = await loop.wait();
+    expect(exit.interruptedItems).toEqual(['i']);
+    expect(exit.unhandledItems).toEqual(['u', 'n']);
+    expect(exit.checkpointAttempted).toBe(true);
+    const saved = decodeStored(await inner.get({}, 'c'));
+    expect(saved).toMatchObject({
+      kind: 'mid-turn',
+      interrupted: ['i'],
+      unhandled: ['u', 'n'],
+      agentState: { step: 7 },
+    });
+  });
+
+  it('no checkpoint is saved on an error exit, and the loaded one stays', async () => {
+    const { store, inner, calls } = spyStore();
+    await inner.set({}, 'c', encode(envelope({ unhandled: ['old'] })));
+    const { loop, stepped } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('b');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    const failure = new Error('agent crashed');
+    stepped.last().fail(failure);
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBe(failure);
+    expect(exit.unhandledItems).toEqual(['b']);
+    expect(exit.checkpointAttempted).toBe(false);
+    expect(calls).toEqual(['get']);
+    expect(decodeStored(await inner.get({}, 'c')).unhandled).toEqual(['old']);
+  });
+
+  it('a failing store.get ends the loop with STORE_FAILED before any turn', async () => {
+    const { store, calls } = spyStore({ get: new Error('connection refused') });
+    const { loop, genInputCalls } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('a');
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeInstanceOf(StoreFailedError);
+    expect(exit.exitReason).toMatchObject({ code: 'STORE_FAILED', operation: 'get', key: 'c' });
+    expect(exit.unhandledItems).toEqual(['a']);
+    expect(genInputCalls).toEqual([]);
+    expect(calls).toEqual(['get']);
+  });
+
+  it('a failing delete of a consumed checkpoint ends the loop with STORE_FAILED', async () => {
+    const { store, inner } = spyStore({ delete: new Error('read-only') });
+    await inner.set(
+      {},
+      'c',
+      encode(envelope({ kind: 'mid-turn', interrupted: ['i'], unhandled: [] })),
+    );
+    const { loop, stepped } = createTestLoop({ store, checkpointId: 'c' });
+    loop.push('n');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'resume turn started');
+    stepped.last().finish();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ code: 'STORE_FAILED', operation: 'delete' });
+    expect(exit.unhandledItems).toEqual(['n']);
+    expect(exit.checkpointAttempted).toBe(false);
+  });
+
+  it('a codec that cannot encode gives checkpointError STORE_FAILED (encode); a custom codec is used both ways', async () => {
+    const broken: CheckpointCodec = {
+      encode: () => {
+        throw new Error('not serializable');
+      },
+      decode: (data) => jsonCheckpointCodec.decode(data),
+    };
+    const first = createTestLoop({
+      store: createMemoryCheckpointStore(),
+      checkpointId: 'c',
+      codec: broken,
+    });
+    first.loop.push('a');
+    first.loop.stop();
+    first.loop.run();
+    const a = await first.loop.wait();
+    expect(a.checkpointAttempted).toBe(false); // stopped before run: the store is never touched
+
+    const { store, inner } = spyStore();
+    const seen: string[] = [];
+    const reversing: CheckpointCodec = {
+      encode: (checkpoint) => {
+        seen.push('encode');
+        return jsonCheckpointCodec.encode(checkpoint).reverse();
+      },
+      decode: (data) => {
+        seen.push('decode');
+        return jsonCheckpointCodec.decode(data.slice().reverse());
+      },
+    };
+    const second = createTestLoop({ store, checkpointId: 'c', codec: reversing });
+    second.loop.push('a');
+    second.loop.push('b');
+    second.loop.run();
+    await until(() => second.stepped.executions.length === 1, 'turn started');
+    second.loop.stop({ mode: 'immediate' });
+    const exit = await second.loop.wait();
+    expect(exit.exitReason).toBeInstanceOf(TurnCancelledError);
+    expect(seen).toEqual(['encode']);
+    const stored = await inner.get({}, 'c');
+    expect(() => decodeStored(stored)).toThrow(); // not plain JSON
+
+    // Loads with the reversing codec, cannot encode on the way out.
+    const failing = createTestLoop({
+      store,
+      checkpointId: 'c',
+      codec: { encode: broken.encode, decode: reversing.decode },
+    });
+    failing.loop.run();
+    await until(() => failing.stepped.executions.length === 1, 'resume turn started');
+    failing.loop.stop({ mode: 'immediate' });
+    const third = await failing.loop.wait();
+    expect(seen).toEqual(['encode', 'decode']);
+    expect(third.checkpointAttempted).toBe(true);
+    expect(third.checkpointError).toMatchObject({ code: 'STORE_FAILED', operation: 'encode' });
+  });
+});
