@@ -49,3 +49,11 @@ export type {
   ReplayPathsOptions,
   ReplayReport,
 } from './replay-paths.js';
+export { runRaceProperty, RaceInvariantError } from './race-property.js';
+export type {
+  RaceAgentKind,
+  RaceHarness,
+  RacePropertyOptions,
+  RaceReport,
+  RaceRuntimeFactory,
+} from './race-property.js';
