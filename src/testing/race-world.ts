@@ -240,6 +240,17 @@ export class RaceWorld {
           `run ${record.run.id}.status is ${record.run.status}, its events say ${seen}`,
         );
       }
+      const live = this.isLive(record);
+      if (!live && record.outcome === undefined) {
+        this.violation(
+          `run ${record.run.id} left the registry, but its termination has not resolved`,
+        );
+      }
+      if (live && (record.run.status === 'COMPLETED' || record.run.status === 'FAILED')) {
+        this.violation(
+          `run ${record.run.id} is ${record.run.status} but still live (only a cancelled run unwinds)`,
+        );
+      }
       if (record.outcome !== undefined) {
         if (record.outcome.status !== record.run.status) {
           this.violation(
@@ -287,10 +298,28 @@ export class RaceWorld {
         }
       }
     }
+    this.#checkProgress();
     if (this.reported.length > 0) {
       this.violation(`the runtime reported errors: ${this.reported.map(String).join('; ')}`);
     }
     this.throwIfViolated(step);
+  }
+
+  /** Liveness: a session with waiting runs and a free slot is never left idle. */
+  #checkProgress(): void {
+    const activeEverywhere = [...this.records.values()].filter(
+      (r) => r.admitted && this.isLive(r),
+    ).length;
+    const slotFree =
+      this.maxConcurrentRuns === undefined || activeEverywhere < this.maxConcurrentRuns;
+    for (const sessionId of this.sessions) {
+      const session = this.runtime.session(this.ownerId, sessionId);
+      if (session.queuedRunIds.length > 0 && session.activeRunId === undefined && slotFree) {
+        this.violation(
+          `${sessionId} is stalled: ${session.queuedRunIds.join(', ')} wait, nothing is active and a slot is free`,
+        );
+      }
+    }
   }
 
   throwIfViolated(step: string): void {

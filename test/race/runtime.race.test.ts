@@ -14,4 +14,13 @@ describe('race properties of the runtime', () => {
     );
     expect(report.numRuns).toBeGreaterThanOrEqual(200);
   }, 120_000);
+
+  it('the same under maxConcurrentRuns: 1 across three sessions (slots are granted FIFO, never leaked)', async () => {
+    const report = await runRaceProperty(
+      ({ clock, reportError, inspect }) =>
+        createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 80, maxConcurrentRuns: 1 }),
+      { sessions: ['s1', 's2', 's3'], maxConcurrentRuns: 1 },
+    );
+    expect(report.numRuns).toBeGreaterThanOrEqual(200);
+  }, 120_000);
 });
