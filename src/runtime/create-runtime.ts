@@ -597,7 +597,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
 
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
     const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
-    runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
+    // Once stopped, the actor takes no event (XState would warn): the result is already known.
+    if (runtimeActor.getSnapshot().status === 'active') {
+      runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
+    }
     return shutdownResult;
   };
 
