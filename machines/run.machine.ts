@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { assign, enqueueActions, fromCallback, setup, spawnChild } from 'xstate';
+import { assign, fromCallback, setup, spawnChild } from 'xstate';
 import type { EventObject } from 'xstate';
 import {
   CancelMode,
@@ -100,6 +100,12 @@ export interface ExecutorAbortParams {
   readonly reason: string | undefined;
 }
 
+/** Forwards the merged cancel to nested runs (the runtime does nothing unless it is recursive). */
+const propagateCancel = {
+  type: 'propagateCancel',
+  params: ({ context }: { context: RunMachineContext }) => context.cancel,
+} as const;
+
 /** Fires the run's AbortSignal with the cause recorded so far. */
 const abortExecutor = {
   type: 'abortExecutor',
@@ -146,7 +152,15 @@ export const runMachine = setup({
     recordCancel: assign(({ context, event }) => {
       if (event.type !== 'run.cancel') return {};
       const cancel = mergeCancelRequests(context.cancel, event.request);
-      return cancel === context.cancel ? {} : { cancel, cancelSeq: context.cancelSeq + 1 };
+      if (cancel === context.cancel) return {};
+      // A new, earlier escalation deadline gets a fresh timer id (see armEscalation).
+      const rearm =
+        cancel.deadlineAt !== undefined && cancel.deadlineAt !== context.cancel?.deadlineAt;
+      return {
+        cancel,
+        cancelSeq: context.cancelSeq + 1,
+        timerSeq: rearm ? context.timerSeq + 1 : context.timerSeq,
+      };
     }),
     /** Before RUNNING an interrupt is a cancel (DESIGN.md §5). */
     recordInterruptAsCancel: assign(({ context }) => ({
@@ -157,16 +171,13 @@ export const runMachine = setup({
       cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached'),
       cause: 'timeout' as const,
     })),
-    /** Arms a fresh escalation timer when the merged deadline moved earlier. */
-    armEscalation: enqueueActions(({ context, event, enqueue }) => {
-      if (event.type !== 'run.cancel') return;
-      const deadlineAt = context.cancel?.deadlineAt;
-      if (deadlineAt === undefined || deadlineAt !== event.request.deadlineAt) return;
-      enqueue.assign({ timerSeq: context.timerSeq + 1 });
-      enqueue.spawnChild('timer', {
-        id: `escalation-${context.timerSeq + 1}`,
-        input: { at: deadlineAt, event: { type: 'run.cancel_deadline' } },
-      });
+    /** Arms a fresh escalation timer for the (new, earlier) merged deadline. */
+    armEscalation: spawnChild('timer', {
+      id: ({ context }) => `escalation-${context.timerSeq}`,
+      input: ({ context }) => ({
+        at: context.cancel?.deadlineAt ?? 0,
+        event: { type: 'run.cancel_deadline' },
+      }),
     }),
   },
   guards: {
@@ -178,11 +189,17 @@ export const runMachine = setup({
     escalatesToImmediate: ({ context, event }) =>
       event.type === 'run.cancel' &&
       mergeCancelRequests(context.cancel, event.request).mode === CancelMode.Immediate,
+    movesDeadlineEarlier: ({ context, event }) =>
+      event.type === 'run.cancel' &&
+      event.request.deadlineAt !== undefined &&
+      (context.cancel?.deadlineAt === undefined ||
+        event.request.deadlineAt < context.cancel.deadlineAt),
     matchesSafePoint: ({ context, event }) =>
       event.type === 'run.safe_point' &&
       context.cancel !== undefined &&
       isSafePointMatch(context.cancel.mode, event.kind),
     hasDeadline: ({ context }) => context.timeoutMs !== undefined,
+    hasNoBudget: ({ context }) => context.timeoutMs === 0,
     mustUnwind: ({ context }) => context.executorStarted,
   },
   delays: {
@@ -214,6 +231,8 @@ export const runMachine = setup({
     CREATED: {
       on: {
         'run.start': [
+          // A zero budget is spent before the run could ever be admitted.
+          { guard: 'hasNoBudget', target: 'CANCELLED', actions: 'recordTimeout' },
           {
             guard: 'hasDeadline',
             target: 'QUEUED',
@@ -275,20 +294,14 @@ export const runMachine = setup({
               {
                 guard: 'isImmediate',
                 target: '#run.CANCELLED',
-                actions: [
-                  'recordCancel',
-                  abortExecutor,
-                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
-                ],
+                actions: ['recordCancel', abortExecutor, propagateCancel],
               },
               {
+                guard: 'movesDeadlineEarlier',
                 target: 'cancelling',
-                actions: [
-                  'recordCancel',
-                  'armEscalation',
-                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
-                ],
+                actions: ['recordCancel', 'armEscalation', propagateCancel],
               },
+              { target: 'cancelling', actions: ['recordCancel', propagateCancel] },
             ],
           },
         },
@@ -302,17 +315,14 @@ export const runMachine = setup({
                   'recordCancel',
                   assign({ escalated: true }),
                   abortExecutor,
-                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
+                  propagateCancel,
                 ],
               },
               {
-                guard: 'contributes',
-                actions: [
-                  'recordCancel',
-                  'armEscalation',
-                  { type: 'propagateCancel', params: ({ context }) => context.cancel },
-                ],
+                guard: 'movesDeadlineEarlier',
+                actions: ['recordCancel', 'armEscalation', propagateCancel],
               },
+              { guard: 'contributes', actions: ['recordCancel', propagateCancel] },
             ],
             'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED' },
             'run.cancel_deadline': {
@@ -326,8 +336,7 @@ export const runMachine = setup({
     COMPLETED: {},
     FAILED: {},
     CANCELLED: {
-      // A deadline records `timeout` before it gets here; keep it, even over a pending
-      // safe-point cancel it overtook (the AbortSignal already said `timeout`).
+      // A timeout that lands while a safe-point cancel is pending keeps its own cause.
       entry: assign({ cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel' }),
       initial: 'deciding',
       states: {

@@ -71,6 +71,8 @@ export const runtimeMachine = setup({
       entry: ['cancelWaitingRuns', 'interruptRunningRuns', 'checkSettled'],
       after: { grace: 'forcing' },
       on: {
+        // A repeated shutdown can only hurry: `graceMs: 0` cancels what is left at once.
+        'runtime.shutdown': { guard: ({ event }) => event.graceMs === 0, target: 'forcing' },
         'runtime.all_settled': {
           target: 'stopped',
           actions: assign({ drained: ({ event }) => !event.abandoned }),

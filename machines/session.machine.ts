@@ -15,7 +15,8 @@
  * run's executor has settled or been abandoned; a terminal status alone never frees it.
  *
  * Busy-session strategies (the AgentScope multitask strategies): `enqueue` waits in line;
- * `interrupt` interrupts the active run, waits `graceMs`, then cancels it; `preempt` cancels
+ * `interrupt` puts the new run first in line, interrupts the active run, waits `graceMs`, then
+ * cancels it (unless the new run was cancelled meanwhile); `preempt` cancels
  * every queued run and cancels the active one at its next safe point (escalating after
  * `graceMs`). `reject` is decided by the runtime before a run ever reaches the session.
  *
@@ -42,6 +43,8 @@ export interface SessionMachineContext {
   readonly activeRunId: string | undefined;
   /** Grace of the pending `interrupt` strategy, in ms. */
   readonly graceMs: number;
+  /** The newer run whose `interrupt` strategy is interrupting the active one. */
+  readonly interruptingRunId: string | undefined;
 }
 
 /** Events the session machine accepts. */
@@ -63,6 +66,8 @@ export interface CancelRunsParams {
   readonly mode: CancelModeValue;
   readonly timeoutMs: number | undefined;
   readonly cause: CancelCause;
+  /** A short human reason for the runs' outcomes. */
+  readonly reason: string;
 }
 
 /** `preempt`: every queued run is cancelled at once. */
@@ -73,6 +78,7 @@ const cancelQueued = {
     mode: CancelMode.Immediate,
     timeoutMs: undefined,
     cause: 'preempt',
+    reason: 'preempted by a newer run',
   }),
 } as const;
 
@@ -90,6 +96,7 @@ const preemptActive = {
     mode: CancelMode.AnySafePoint,
     timeoutMs: event.type === 'session.enqueue' ? event.graceMs : undefined,
     cause: 'preempt',
+    reason: 'preempted by a newer run',
   }),
 } as const;
 
@@ -118,11 +125,15 @@ export const sessionMachine = setup({
     addToQueue: ({ context, event }) => {
       if (event.type === 'session.enqueue') context.queue.add(event.runId);
     },
+    /** `interrupt`: the newer run goes first in line, ahead of runs already waiting. */
+    addToQueueFront: ({ context, event }) => {
+      if (event.type === 'session.enqueue') context.queue.addFirst(event.runId);
+    },
     removeFromQueue: ({ context, event }) => {
       if (event.type === 'session.dequeue') context.queue.delete(event.runId);
     },
     admitHead: assign(({ context }) => ({ activeRunId: context.queue.shift() })),
-    clearActive: assign({ activeRunId: undefined }),
+    clearActive: assign({ activeRunId: undefined, interruptingRunId: undefined }),
   },
   guards: {
     /** Placeholder: whether the runtime has a run slot free right now (a pure query). */
@@ -145,6 +156,7 @@ export const sessionMachine = setup({
     queue: new RunQueue(),
     activeRunId: undefined,
     graceMs: 0,
+    interruptingRunId: undefined,
   }),
   states: {
     idle: {
@@ -220,8 +232,11 @@ export const sessionMachine = setup({
                 guard: { type: 'strategyIs', params: 'interrupt' },
                 target: 'interrupting',
                 actions: [
-                  'addToQueue',
-                  assign({ graceMs: ({ event }) => event.graceMs }),
+                  'addToQueueFront',
+                  assign({
+                    graceMs: ({ event }) => event.graceMs,
+                    interruptingRunId: ({ event }) => event.runId,
+                  }),
                   { type: 'interruptRun', params: ({ context }) => context.activeRunId ?? '' },
                 ],
               },
@@ -244,6 +259,7 @@ export const sessionMachine = setup({
                   mode: CancelMode.Immediate,
                   timeoutMs: undefined,
                   cause: 'cancel' as const,
+                  reason: 'interrupted by a newer run; grace period over',
                 }),
               },
             },
@@ -251,11 +267,24 @@ export const sessionMachine = setup({
           on: {
             'session.enqueue': [
               {
+                guard: { type: 'strategyIs', params: 'interrupt' },
+                actions: [
+                  'addToQueueFront',
+                  assign({ interruptingRunId: ({ event }) => event.runId }),
+                ],
+              },
+              {
                 guard: { type: 'strategyIs', params: 'preempt' },
                 actions: [cancelQueued, preemptActive, 'addToQueue'],
               },
               { actions: 'addToQueue' },
             ],
+            // The newer run was cancelled while waiting: nothing asks for the active run's end.
+            'session.dequeue': {
+              guard: ({ context, event }) => event.runId === context.interruptingRunId,
+              target: 'running',
+              actions: ['removeFromQueue', assign({ interruptingRunId: undefined })],
+            },
           },
         },
       },

@@ -22,7 +22,7 @@ const show = (value: unknown): string => {
 export const nonEmptyString = z
   .string({ error: 'a non-empty string' })
   .min(1, { error: 'a non-empty string' });
-/** A non-negative, finite number of milliseconds. */
+/** A non-negative, finite number of milliseconds (longer than 2³¹−1 ms is fine: see systemClock). */
 export const durationMs = z
   .number({ error: 'a non-negative number of milliseconds' })
   .finite({ error: 'a non-negative number of milliseconds' })
@@ -37,6 +37,10 @@ export function parseOptions<T>(schema: z.ZodType<T>, value: unknown, name: stri
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
+  if (issue?.code === 'unrecognized_keys') {
+    const field = [...issue.path.map(String), issue.keys[0] ?? '?'].join('.');
+    throw new InvalidArgumentError(field, `unknown option \`${field}\` (a typo?)`);
+  }
   const path = issue?.path.map(String).join('.') || name;
   let got: unknown = value;
   for (const part of issue?.path ?? []) {
@@ -45,8 +49,21 @@ export function parseOptions<T>(schema: z.ZodType<T>, value: unknown, name: stri
         ? (got as Record<PropertyKey, unknown>)[part]
         : undefined;
   }
-  throw new InvalidArgumentError(
-    path,
-    `expected \`${path}\` to be ${issue?.message ?? 'valid'}, got ${show(got)}`,
+  // zod's own wording for a non-object where an object belongs reads badly: say it plainly.
+  const expected =
+    issue?.code === 'invalid_type' && issue.expected === 'object'
+      ? 'an object'
+      : (issue?.message ?? 'valid');
+  throw new InvalidArgumentError(path, `expected \`${path}\` to be ${expected}, got ${show(got)}`);
+}
+
+/** A value that has every one of `methods` as a function (a store, a clock…). */
+export function withMethods<T>(methods: readonly string[], description: string) {
+  return z.custom<T>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      methods.every((m) => typeof (value as Record<string, unknown>)[m] === 'function'),
+    { error: description },
   );
 }

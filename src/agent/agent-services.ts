@@ -59,6 +59,13 @@ export interface AgentServiceRun {
   readonly emit: (type: string, payload: Record<string, unknown>) => void;
   /** Logs an event of the run even after it ended (used for `session.error`). */
   readonly emitUnfenced: (type: string, payload: Record<string, unknown>) => void;
+  /** Whether the run is not yet terminal (a terminal run takes no more hints). */
+  readonly isLive: () => boolean;
+  /**
+   * Whether the run was settled or abandoned: its late executor must not write history (a
+   * new run of the session may be writing already).
+   */
+  readonly isAbandoned: () => boolean;
 }
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -89,12 +96,23 @@ export function createAgentServices(deps: AgentServiceDeps, run: AgentServiceRun
 
   return {
     inbox: {
-      drain: () => deps.inbox.drain({}, key),
+      // A terminal run takes no hints: they wait for the session's next run.
+      drain: () => (run.isLive() ? deps.inbox.drain({}, key) : []),
     },
     history: {
       // Store calls get no signal: saving after a cancel must not be cancelled (DESIGN.md §1).
       load: () => guarded('load', () => deps.sessionStore.load({}, key)),
-      append: (messages) => guarded('append', () => deps.sessionStore.append({}, key, messages)),
+      append: (messages) => {
+        if (run.isAbandoned()) {
+          return Promise.reject(
+            new RunplaneError(
+              'RUN_CANCELLED',
+              `run ${run.runId} was abandoned after its unwind timeout; its history writes are fenced off`,
+            ),
+          );
+        }
+        return guarded('append', () => deps.sessionStore.append({}, key, messages));
+      },
     },
     async requestApproval(request, options = {}) {
       const { toolUseId, name } = request;

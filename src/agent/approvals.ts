@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { toSessionKeyString } from '../events/event-log.js';
 import type { SessionKey } from '../events/event-log.js';
 
 /** What a run asks to be approved: one tool call. */
@@ -47,8 +48,7 @@ interface Waiter {
   settle(decision: ApprovalDecision): void;
 }
 
-const keyOf = (key: SessionKey, toolUseId: string) =>
-  `${key.ownerId}\u0000${key.sessionId}\u0000${toolUseId}`;
+const keyOf = (key: SessionKey, toolUseId: string) => `${toSessionKeyString(key)}${toolUseId}`;
 
 /**
  * @internal The runtime's table of waiting approvals, keyed by (ownerId, sessionId, toolUseId):
@@ -107,7 +107,7 @@ export class ApprovalBroker {
 
   /** The requests waiting in one session, oldest first. */
   pendingIn(key: SessionKey): PendingApproval[] {
-    const prefix = `${key.ownerId}\u0000${key.sessionId}\u0000`;
+    const prefix = toSessionKeyString(key);
     const out: PendingApproval[] = [];
     for (const [k, waiter] of this.#waiting) if (k.startsWith(prefix)) out.push(waiter.pending);
     return out;

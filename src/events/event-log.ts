@@ -11,6 +11,14 @@ export interface SessionKey {
   readonly sessionId: string;
 }
 
+/**
+ * The map key of a session: length-prefixed, so no choice of ids can make two sessions of
+ * different owners share a key (`'a\0b' + 'c'` and `'a' + 'b\0c'` stay apart).
+ */
+export function toSessionKeyString(key: SessionKey): string {
+  return `${key.ownerId.length}:${key.ownerId}${key.sessionId.length}:${key.sessionId}`;
+}
+
 /** Context first, as every store method takes it: an optional `signal` to give up waiting. */
 export interface StoreContext {
   readonly signal?: AbortSignal | undefined;

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { toSessionKeyString } from './event-log.js';
 import { createIdSequence } from '../ids.js';
 import type {
   EventLog,
@@ -17,18 +18,22 @@ import type {
 export interface MemoryEventLogOptions {
   /**
    * Keep about this many events per session (at least this many, at most a quarter more),
-   * dropping the oldest (`seq` never rewinds). A positive integer. @default Infinity
+   * dropping the oldest (`seq` never rewinds). A positive integer. A run whose events were all
+   * dropped is no longer known to `hasRun` (so the registry answers `not_found` for it).
+   * @default Infinity
    */
   readonly maxEventsPerSession?: number;
 }
 
 interface SessionLog {
   events: RunplaneEvent[];
+  /** runId → seq of its latest retained event: `hasRun` in O(1). */
+  runs: Map<string, number>;
   lastSeq: number;
   waiters: Set<() => void>;
 }
 
-const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
+const keyOf = toSessionKeyString;
 
 function matches(event: RunplaneEvent, options: ReadOptions): boolean {
   if (options.runId !== undefined && event.runId !== options.runId) return false;
@@ -57,7 +62,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     const k = keyOf(key);
     let log = logs.get(k);
     if (log === undefined) {
-      log = { events: [], lastSeq: 0, waiters: new Set() };
+      log = { events: [], runs: new Map(), lastSeq: 0, waiters: new Set() };
       logs.set(k, log);
     }
     return log;
@@ -102,7 +107,12 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         at: event.at,
       };
       log.events.push(stored);
-      if (log.events.length >= trimAt) log.events.splice(0, log.events.length - cap);
+      if (stored.runId !== undefined) log.runs.set(stored.runId, stored.seq);
+      if (log.events.length >= trimAt) {
+        log.events.splice(0, log.events.length - cap);
+        const firstSeq = log.events[0]?.seq ?? log.lastSeq + 1;
+        for (const [runId, seq] of log.runs) if (seq < firstSeq) log.runs.delete(runId);
+      }
       if (log.waiters.size > 0) {
         const waiters = [...log.waiters];
         log.waiters.clear();
@@ -127,7 +137,8 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
           if (signal?.aborted) return;
         }
         // Everything up to `upTo` was read (matching or not); later appends are read next turn.
-        after = upTo;
+        // A cursor past the end stays where it is: it never rewinds.
+        after = Math.max(after, upTo);
         if (log.lastSeq > after) continue;
         await new Promise<void>((resolve) => {
           const wake = () => {
@@ -142,7 +153,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     },
 
     hasRun(_ctx, key, runId) {
-      return logs.get(keyOf(key))?.events.some((e) => e.runId === runId) ?? false;
+      return logs.get(keyOf(key))?.runs.has(runId) ?? false;
     },
 
     lastSeq(_ctx, key) {

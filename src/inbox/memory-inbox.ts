@@ -3,10 +3,10 @@
  *
  * @module
  */
-import type { SessionKey } from '../events/event-log.js';
+import { toSessionKeyString } from '../events/event-log.js';
 import type { Hint, Inbox } from './inbox.js';
 
-const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
+const keyOf = toSessionKeyString;
 
 /**
  * Creates an in-memory inbox: one array of hints per (ownerId, sessionId).

@@ -17,7 +17,9 @@ import {
   type RunMachineEvent,
   type RunStatus,
 } from '../../machines/run.machine.js';
+import { z } from 'zod';
 import { InvalidArgumentError, RunAlreadyStartedError, RunCancelledError } from '../errors.js';
+import { durationMs, parseOptions } from '../validation.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
 import type { Agent, RunContext, SpawnOptions } from './agent.js';
@@ -53,6 +55,24 @@ export interface AgentRunInit<TInput, TOutput> {
 }
 
 type RunSnapshot = SnapshotFrom<BoundRunMachine>;
+
+const cancelOptionsSchema = z.strictObject({
+  mode: z
+    .custom<CancelModeValue>(isCancelMode, {
+      error: 'a CancelMode (Immediate 0, AfterChatModel 1, AfterToolCalls 2, AnySafePoint 3)',
+    })
+    .optional(),
+  timeoutMs: durationMs.optional(),
+  recursive: z.boolean({ error: 'a boolean' }).optional(),
+  reason: z.string({ error: 'a string' }).optional(),
+});
+
+const spawnOptionsSchema = z.strictObject({ timeoutMs: durationMs.optional() });
+
+const safePointKinds: ReadonlySet<string> = new Set(['afterChatModel', 'afterToolCalls']);
+
+/** Event namespaces only the runtime writes: an agent cannot forge lifecycle events. */
+const reservedEventPrefixes = ['run.', 'session.'];
 
 const noChildren: ReadonlySet<AgentRun<unknown>> = new Set();
 
@@ -143,12 +163,19 @@ export class AgentRun<TOutput = unknown> {
     this.#actor.start();
     const signal = this.#externalSignal;
     if (signal === undefined) return;
+    const onAbort = () => {
+      const { reason } = signal as { reason: unknown };
+      const text =
+        reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : undefined;
+      this.#send({
+        type: 'run.cancel',
+        request: this.#request('signal', CancelMode.Immediate, text ?? 'external signal aborted'),
+      });
+    };
     if (signal.aborted) {
-      this.#send({ type: 'run.cancel', request: this.#request('signal', CancelMode.Immediate) });
+      onAbort();
       return;
     }
-    const onAbort = () =>
-      this.#send({ type: 'run.cancel', request: this.#request('signal', CancelMode.Immediate) });
     signal.addEventListener('abort', onAbort, { once: true });
     void this.#terminal.then(() => signal.removeEventListener('abort', onAbort));
   }
@@ -209,29 +236,21 @@ export class AgentRun<TOutput = unknown> {
    * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `mode` or `timeoutMs`
    */
   cancel(options: CancelOptions = {}): CancelResult {
-    const mode = options.mode ?? CancelMode.Immediate;
-    if (!isCancelMode(mode)) {
-      throw new InvalidArgumentError(
-        'mode',
-        `expected \`mode\` to be a CancelMode (0..3), got ${String(mode)}`,
-      );
-    }
-    const { timeoutMs } = options;
-    if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs >= 0)) {
-      throw new InvalidArgumentError(
-        'timeoutMs',
-        `expected \`timeoutMs\` to be a non-negative number, got ${String(timeoutMs)}`,
-      );
-    }
+    const {
+      mode = CancelMode.Immediate,
+      timeoutMs,
+      recursive,
+      reason,
+    } = parseOptions(cancelOptionsSchema, options, 'options');
     const request: CancelRequest = {
       mode,
       deadlineAt:
         mode !== CancelMode.Immediate && timeoutMs !== undefined
           ? this.#core.clock.now() + timeoutMs
           : undefined,
-      recursive: options.recursive ?? mode === CancelMode.Immediate,
+      recursive: recursive ?? mode === CancelMode.Immediate,
       cause: 'cancel',
-      reason: options.reason,
+      reason,
     };
     return this.cancelWith(request);
   }
@@ -278,6 +297,8 @@ export class AgentRun<TOutput = unknown> {
   ): AsyncGenerator<RunplaneEvent> {
     const stop = new AbortController();
     const forward = () => stop.abort();
+    const callerStopped = () => options.signal?.aborted === true;
+    if (callerStopped()) return;
     options.signal?.addEventListener('abort', forward, { once: true });
     void this.termination.then(() => stop.abort());
     const key = { ownerId: this.ownerId, sessionId: this.sessionId };
@@ -290,7 +311,7 @@ export class AgentRun<TOutput = unknown> {
         after = event.seq;
         yield event;
       }
-      if (options.signal?.aborted === true) return;
+      if (callerStopped()) return;
       // Terminated: drain what was appended up to settlement.
       for (const event of await this.#core.eventLog.read({}, key, { after, runId: this.id })) {
         yield event;
@@ -336,10 +357,14 @@ export class AgentRun<TOutput = unknown> {
     this.#send({ type: 'run.start', at: this.#core.clock.now() });
   }
 
-  /** @internal Moves QUEUED → RUNNING. @returns whether the run was admitted. */
+  /**
+   * @internal Moves QUEUED → RUNNING.
+   * @returns whether the run was admitted (its agent started), even if something cancelled it
+   *   in the same step: the session must then wait for it to settle
+   */
   admit(): boolean {
     this.#send({ type: 'run.admit' });
-    return this.#status === 'RUNNING';
+    return this.#actor.getSnapshot().context.executorStarted;
   }
 
   /** @internal The live nested runs. */
@@ -391,6 +416,8 @@ export class AgentRun<TOutput = unknown> {
       emit: (type, payload) => {
         if (isLive()) run.#core.appendEvent(run, type, payload);
       },
+      isLive,
+      isAbandoned: () => run.#finished,
     });
     return {
       runId: run.id,
@@ -412,10 +439,26 @@ export class AgentRun<TOutput = unknown> {
         return run.#actor.getSnapshot().context.interruptMessage;
       },
       emit(type, payload) {
+        if (
+          typeof type !== 'string' ||
+          type === '' ||
+          reservedEventPrefixes.some((prefix) => type.startsWith(prefix))
+        ) {
+          throw new InvalidArgumentError(
+            'type',
+            `expected \`type\` to be a non-empty event type outside run.* and session.*, got ${JSON.stringify(type)}`,
+          );
+        }
         if (!isLive()) return; // fenced: a late executor cannot write into the log
         run.#core.appendEvent(run, type, payload ?? {});
       },
       safePoint(kind: SafePointKind, state?: unknown) {
+        if (!safePointKinds.has(kind)) {
+          throw new InvalidArgumentError(
+            'kind',
+            `expected \`kind\` to be 'afterChatModel' or 'afterToolCalls', got ${JSON.stringify(kind)}`,
+          );
+        }
         if (state !== undefined) run.#safePointState = state;
         if (isLive()) run.#send({ type: 'run.safe_point', kind });
         if (run.#status === 'CANCELLED') {
@@ -424,8 +467,14 @@ export class AgentRun<TOutput = unknown> {
         }
       },
       spawn<TIn, TOut>(agent: Agent<TIn, TOut>, input: TIn, options?: SpawnOptions) {
+        parseOptions(spawnOptionsSchema, options ?? {}, 'options');
         if (!isLive()) {
-          throw new RunCancelledError(run.id, run.#actor.getSnapshot().context.cause ?? 'cancel');
+          const { cause } = run.#actor.getSnapshot().context;
+          if (run.#status === 'CANCELLED') throw new RunCancelledError(run.id, cause ?? 'cancel');
+          throw new InvalidArgumentError(
+            'spawn',
+            `run ${run.id} is ${run.#status}: a run that ended cannot start nested runs`,
+          );
         }
         const child = run.#core.spawnNested(run, agent, input, options);
         const children = (run.#children ??= new Set());
@@ -465,7 +514,11 @@ export class AgentRun<TOutput = unknown> {
     if (status !== this.#status) {
       const from = this.#status;
       this.#status = status;
-      this.#core.onStatusChange(this, from, status, snapshot.context);
+      try {
+        this.#core.onStatusChange(this, from, status, snapshot.context);
+      } catch (error) {
+        this.#core.reportError(error); // bookkeeping failed; the lifecycle must go on
+      }
       if (terminalRunStatuses.has(status)) this.#onTerminal(status);
     }
     if (!this.#finished && terminalRunStatuses.has(status) && isSettled(snapshot)) {
@@ -501,7 +554,11 @@ export class AgentRun<TOutput = unknown> {
         unsettled: context.unsettled,
       };
     }
-    this.#core.onSettled(this, outcome);
+    try {
+      this.#core.onSettled(this, outcome);
+    } catch (error) {
+      this.#core.reportError(error);
+    }
     this.#actor.stop();
     this.#resolveTermination(outcome);
   }

@@ -13,9 +13,19 @@ import { sessionMachine, type SessionStrategy } from '../../machines/session.mac
 import { z } from 'zod';
 import { createAgentServices } from '../agent/agent-services.js';
 import { ApprovalBroker, type ApprovalDecision, type PendingApproval } from '../agent/approvals.js';
-import { systemClock, type Clock } from '../clock.js';
-import { InvalidArgumentError, SessionBusyError, ShuttingDownError } from '../errors.js';
-import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
+import { systemClock, unrefTimer, type Clock } from '../clock.js';
+import {
+  InvalidArgumentError,
+  RunplaneError,
+  SessionBusyError,
+  ShuttingDownError,
+} from '../errors.js';
+import {
+  toSessionKeyString,
+  type EventLog,
+  type RunplaneEvent,
+  type SessionKey,
+} from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { createRunId } from '../ids.js';
 import type { Inbox, RuntimeInbox } from '../inbox/inbox.js';
@@ -27,7 +37,7 @@ import type { RunOutcome } from '../run/run-outcome.js';
 import { SessionHost, type Session } from '../session/session.js';
 import { createMemorySessionStore } from '../stores/memory-session-store.js';
 import type { SessionStore } from '../stores/session-store.js';
-import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
+import { durationMs, nonEmptyString, parseOptions, withMethods } from '../validation.js';
 import { RunSlots } from './run-slots.js';
 import type { RuntimeCore } from './runtime-core.js';
 
@@ -170,7 +180,29 @@ export interface Runtime {
 
 const strategies = ['enqueue', 'reject', 'interrupt', 'preempt'] as const;
 
-const runtimeOptionsSchema = z.object({
+const runtimeOptionsSchema = z.strictObject({
+  clock: withMethods<Clock>(
+    ['now', 'setTimeout', 'clearTimeout'],
+    'a clock with now(), setTimeout() and clearTimeout()',
+  ).optional(),
+  inspect: z
+    .custom<RuntimeOptions['inspect']>(
+      (value) =>
+        typeof value === 'function' ||
+        (typeof value === 'object' && value !== null && 'next' in value),
+      { error: 'an inspection observer (a function or an object with next())' },
+    )
+    .optional(),
+  stores: z
+    .strictObject({
+      eventLog: withMethods<EventLog>(
+        ['append', 'read', 'follow', 'hasRun', 'lastSeq'],
+        'an EventLog (append, read, follow, hasRun, lastSeq)',
+      ).optional(),
+      sessionStore: withMethods<SessionStore>(['load', 'append'], 'a SessionStore').optional(),
+      inbox: withMethods<Inbox>(['push', 'drain'], 'an Inbox').optional(),
+    })
+    .optional(),
   unwindTimeoutMs: durationMs.optional(),
   sessionIdleTtlMs: durationMs.optional(),
   maxConcurrentRuns: z
@@ -178,9 +210,15 @@ const runtimeOptionsSchema = z.object({
     .int({ error: 'a positive integer' })
     .positive({ error: 'a positive integer' })
     .optional(),
+  reportError: z
+    .custom<(error: unknown) => void>((value) => typeof value === 'function', {
+      error: 'a function',
+    })
+    .optional(),
 });
 
-const prepareSchema = z.object({
+const prepareSchema = z.strictObject({
+  input: z.unknown(),
   ownerId: nonEmptyString,
   sessionId: nonEmptyString,
   agent: z.custom<Agent>(
@@ -200,7 +238,7 @@ const prepareSchema = z.object({
 const sessionKeySchema = z.object({ ownerId: nonEmptyString, sessionId: nonEmptyString });
 const shutdownSchema = z.object({ graceMs: durationMs.optional() });
 
-const keyOf = (ownerId: string, sessionId: string) => `${ownerId}\u0000${sessionId}`;
+const keyOf = (ownerId: string, sessionId: string) => toSessionKeyString({ ownerId, sessionId });
 
 const shutdownRequest = (reason: string): CancelRequest => ({
   mode: CancelMode.Immediate,
@@ -232,12 +270,19 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const approvals = new ApprovalBroker();
   const unwindTimeoutMs = options.unwindTimeoutMs ?? 5_000;
   const sessionIdleTtlMs = options.sessionIdleTtlMs ?? 60_000;
-  const reportError =
+  const userReportError =
     options.reportError ?? ((error: unknown) => console.error('[runplane]', error));
+  /** Never throws: a failing reporter falls back to the console. */
+  const reportError = (error: unknown): void => {
+    try {
+      userReportError(error);
+    } catch (reporterError) {
+      console.error('[runplane] reportError threw', reporterError, 'while reporting', error);
+    }
+  };
   const inspect = options.inspect;
 
   const liveRuns = new Map<string, AgentRun<unknown>>();
-  const usedRunIds = new Set<string>();
   const strategyOf = new Map<string, { strategy: SessionStrategy; graceMs: number }>();
   const sessions = new Map<string, SessionHost>();
   const listeners = new Set<(event: RunplaneEvent, key: SessionKey) => void>();
@@ -292,7 +337,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
             deadlineAt: params.timeoutMs === undefined ? undefined : clock.now() + params.timeoutMs,
             recursive: true,
             cause: params.cause,
-            reason: 'preempted by a newer run',
+            reason: params.reason,
           });
         }
       },
@@ -328,6 +373,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       host.actor.stop();
       sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
     }, sessionIdleTtlMs);
+    // Housekeeping never keeps the process alive on its own.
+    unrefTimer(host.evictionTimer);
   }
 
   function disarmEviction(host: SessionHost): void {
@@ -336,16 +383,37 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     host.evictionTimer = undefined;
   }
 
-  const append = (run: AgentRun<unknown>, type: string, payload: Record<string, unknown>): void => {
-    const key = { ownerId: run.ownerId, sessionId: run.sessionId };
-    const event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
-    for (const listener of listeners) {
-      try {
-        listener(event, key);
-      } catch (error) {
-        reportError(error);
+  // Listeners are called in a microtask, in log order, never inside an actor's transition: a
+  // listener that cancels or starts runs cannot re-enter a run mid-step.
+  const pendingNotifications: Array<[RunplaneEvent, SessionKey]> = [];
+  const flushNotifications = () => {
+    for (const [event, key] of pendingNotifications.splice(0)) {
+      for (const listener of listeners) {
+        try {
+          listener(event, key);
+        } catch (error) {
+          reportError(error);
+        }
       }
     }
+  };
+
+  const append = (run: AgentRun<unknown>, type: string, payload: Record<string, unknown>): void => {
+    const key = { ownerId: run.ownerId, sessionId: run.sessionId };
+    let event: RunplaneEvent;
+    try {
+      event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
+    } catch (error) {
+      // The run's lifecycle goes on; the lost event is reported, never silently dropped.
+      reportError(
+        new RunplaneError('STORE_FAILED', `could not log ${type} of run ${run.id}`, {
+          cause: error,
+        }),
+      );
+      return;
+    }
+    if (listeners.size === 0) return;
+    if (pendingNotifications.push([event, key]) === 1) queueMicrotask(flushNotifications);
   };
 
   const createRun = <TOutput>(init: {
@@ -359,7 +427,12 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     parent: AgentRun<unknown> | undefined;
   }): AgentRun<TOutput> => {
     const runId = init.runId ?? createRunId();
-    if (usedRunIds.has(runId) || liveRuns.has(runId)) {
+    // Never reused: not live anywhere, and never logged in this session.
+    if (
+      liveRuns.has(runId) ||
+      (init.runId !== undefined &&
+        eventLog.hasRun({}, { ownerId: init.ownerId, sessionId: init.sessionId }, runId))
+    ) {
       throw new InvalidArgumentError(
         'runId',
         `expected \`runId\` to be unused, got ${JSON.stringify(runId)}`,
@@ -367,7 +440,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     }
     const run = new AgentRun<TOutput>({ ...init, core, runId });
     liveRuns.set(runId, run);
-    if (init.runId !== undefined) usedRunIds.add(runId);
     run.activate();
     return run;
   };
@@ -468,6 +540,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           signal: bound.signal,
           emit: bound.emit,
           emitUnfenced: (type, payload) => append(run, type, payload),
+          isLive: bound.isLive,
+          isAbandoned: bound.isAbandoned,
         },
       ),
   };
@@ -597,7 +671,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
 
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
     const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
-    // Once stopped, the actor takes no event (XState would warn): the result is already known.
     if (runtimeActor.getSnapshot().status === 'active') {
       runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
     }

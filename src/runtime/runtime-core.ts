@@ -53,6 +53,10 @@ export interface RuntimeCore {
     bound: {
       signal: AbortSignal;
       emit: (type: string, payload: Record<string, unknown>) => void;
+      /** Not yet terminal: may take hints. */
+      isLive: () => boolean;
+      /** Settled or abandoned: an executor still going past this point writes nothing. */
+      isAbandoned: () => boolean;
     },
   ): AgentServices;
 }

@@ -3,11 +3,11 @@
  *
  * @module
  */
+import { toSessionKeyString } from '../events/event-log.js';
 import type { ChatMessage } from '../agent/messages.js';
-import type { SessionKey } from '../events/event-log.js';
 import type { SessionStore } from './session-store.js';
 
-const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
+const keyOf = toSessionKeyString;
 
 /**
  * Creates an in-memory session store. Messages are copied in and out, so a caller can never

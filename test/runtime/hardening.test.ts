@@ -1,0 +1,316 @@
+/**
+ * Regressions found by an adversarial review of the core: each test failed before its fix.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  CancelMode,
+  createMemoryEventLog,
+  systemClock,
+  type Agent,
+  type EventLog,
+  type RunplaneEvent,
+} from '../../src/index.js';
+import { unrefTimer } from '../../src/clock.js';
+import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
+
+const owner = { ownerId: 'alice', sessionId: 's1' };
+const day = 24 * 3_600_000;
+
+describe('hardening', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('a delay beyond 2^31-1 ms waits its time instead of firing at once', () => {
+    vi.useFakeTimers(); // mimics Node: a raw setTimeout(fn, 30 days) fires after 1 ms
+    const fired = vi.fn();
+    const handle = systemClock.setTimeout(fired, 30 * day);
+    vi.advanceTimersByTime(29 * day);
+    expect(fired).not.toHaveBeenCalled();
+    vi.advanceTimersByTime(day);
+    expect(fired).toHaveBeenCalledTimes(1);
+    const cleared = vi.fn();
+    systemClock.clearTimeout(systemClock.setTimeout(cleared, 40 * day));
+    vi.advanceTimersByTime(41 * day);
+    expect(cleared).not.toHaveBeenCalled();
+    systemClock.clearTimeout(handle);
+  });
+
+  it('housekeeping timers do not keep the process alive', () => {
+    const handle = systemClock.setTimeout(() => undefined, 60_000) as NodeJS.Timeout;
+    expect(handle.hasRef()).toBe(true);
+    unrefTimer(handle);
+    expect(handle.hasRef()).toBe(false);
+    systemClock.clearTimeout(handle);
+  });
+
+  it('a failing event log write is reported and the lifecycle goes on', async () => {
+    const memory = createMemoryEventLog();
+    let failures = 0;
+    const flaky: EventLog = {
+      ...memory,
+      append(ctx, key, event) {
+        if (event.type === 'run.completed' && failures++ === 0) throw new Error('disk full');
+        return memory.append(ctx, key, event);
+      },
+    };
+    const { runtime, reported } = createTestRuntime({ stores: { eventLog: flaky } });
+    const agent: Agent<string, string> = { execute: async (x) => x };
+    const a = runtime.prepare({ ...owner, agent, input: 'a' });
+    const b = runtime.prepare({ ...owner, agent, input: 'b' });
+    a.start();
+    b.start();
+    expect(await a.termination).toMatchObject({ status: 'COMPLETED' });
+    expect(await b.result()).toBe('b');
+    expect(reported).toEqual([expect.objectContaining({ code: 'STORE_FAILED' })]);
+  });
+
+  it('a reportError that throws cannot break a run either', async () => {
+    const { runtime } = createTestRuntime({
+      reportError: () => {
+        throw new Error('reporter down');
+      },
+    });
+    const spy = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    runtime.onEvent(() => {
+      throw new Error('listener bug');
+    });
+    const run = runtime.prepare({ ...owner, agent: { execute: async () => 'ok' }, input: 1 });
+    run.start();
+    expect(await run.result()).toBe('ok');
+    await tick();
+    expect(spy).toHaveBeenCalled();
+  });
+
+  it('a listener that cancels the run it hears about cannot let the next run in early', async () => {
+    const { runtime } = createTestRuntime();
+    const slow = gatedAgent({ honoursSignal: false }); // takes its time to unwind
+    const next = gatedAgent();
+    const contributions: boolean[] = [];
+    runtime.onEvent((event: RunplaneEvent) => {
+      if (event.type === 'session.run_started' && event.runId === a.id) {
+        contributions.push(runtime.runs.find('alice', 's1', a.id)!.cancel().contributed);
+      }
+    });
+    const a = runtime.prepare({ ...owner, agent: slow.agent, input: 'a' });
+    const b = runtime.prepare({ ...owner, agent: next.agent, input: 'b' });
+    a.start();
+    b.start();
+    await slow.started(a.id);
+    await tick();
+    expect(a.status).toBe('CANCELLED');
+    expect(contributions).toEqual([true]);
+    expect(b.status).toBe('QUEUED'); // A's agent has not settled yet
+    slow.fail(a.id, new Error('unwound'));
+    await next.started(b.id);
+    expect(b.status).toBe('RUNNING');
+  });
+
+  it('a timeout that lands while a safe-point cancel is pending is a timeout', async () => {
+    const { runtime, clock } = createTestRuntime();
+    const gate = gatedAgent();
+    const run = runtime.prepare({ ...owner, agent: gate.agent, input: 'x', timeoutMs: 100 });
+    run.start();
+    await gate.started(run.id);
+    run.cancel({ mode: CancelMode.AfterToolCalls });
+    clock.increment(100);
+    expect(await run.termination).toMatchObject({ status: 'CANCELLED', cause: 'timeout' });
+    await expect(run.result()).rejects.toMatchObject({ code: 'RUN_TIMEOUT' });
+  });
+
+  it('timeoutMs: 0 never invokes the agent', async () => {
+    const { runtime } = createTestRuntime();
+    const gate = gatedAgent();
+    const run = runtime.prepare({ ...owner, agent: gate.agent, input: 'x', timeoutMs: 0 });
+    run.start();
+    await tick();
+    expect(run.status).toBe('CANCELLED');
+    expect(gate.executions).toHaveLength(0);
+    expect(await run.termination).toMatchObject({ cause: 'timeout' });
+  });
+
+  it('no choice of ids makes two owners share a session', () => {
+    const { runtime } = createTestRuntime();
+    const gate = gatedAgent();
+    const a = runtime.prepare({ ownerId: 'a\u0000b', sessionId: 'c', agent: gate.agent, input: 1 });
+    const b = runtime.prepare({ ownerId: 'a', sessionId: 'b\u0000c', agent: gate.agent, input: 2 });
+    a.start();
+    b.start();
+    expect([a.status, b.status]).toEqual(['RUNNING', 'RUNNING']);
+  });
+
+  it('events(): an aborted signal yields nothing; a cursor past the end never rewinds', async () => {
+    const { runtime } = createTestRuntime();
+    const gate = gatedAgent();
+    const run = runtime.prepare({ ...owner, agent: gate.agent, input: 'x' });
+    run.start();
+    await gate.started(run.id);
+    const aborted = new AbortController();
+    aborted.abort();
+    const seen: RunplaneEvent[] = [];
+    for await (const event of run.events({ signal: aborted.signal })) seen.push(event);
+    expect(seen).toEqual([]);
+    const future: RunplaneEvent[] = [];
+    const following = (async () => {
+      for await (const event of run.events({ after: 1_000 })) future.push(event);
+    })();
+    await tick();
+    gate.complete(run.id, 'done');
+    await following;
+    expect(future).toEqual([]);
+  });
+
+  it('an abandoned executor takes no hints and writes no history', async () => {
+    const { runtime, clock } = createTestRuntime({ unwindTimeoutMs: 100 });
+    const stubborn = gatedAgent({ honoursSignal: false });
+    const run = runtime.prepare({ ...owner, agent: stubborn.agent, input: 'x' });
+    run.start();
+    await stubborn.started(run.id);
+    const ctx = stubborn.ctx(run.id);
+    run.cancel();
+    runtime.inbox.push('alice', 's1', 'for the next run');
+    expect(ctx.inbox.drain()).toEqual([]); // terminal: the hint waits for the next run
+    clock.increment(100);
+    expect(await run.termination).toMatchObject({ unsettled: true });
+    await expect(
+      ctx.history.append([{ role: 'user', content: 'late' }] as never),
+    ).rejects.toMatchObject({
+      code: 'RUN_CANCELLED',
+    });
+    expect(await runtime.sessionStore.load({}, owner)).toEqual([]);
+    expect(runtime.inbox.size('alice', 's1')).toBe(1);
+  });
+
+  it('strategy interrupt: the new run goes first; cancelling it spares the active run', async () => {
+    const { runtime, clock } = createTestRuntime();
+    const gate = gatedAgent();
+    const a = runtime.prepare({ ...owner, agent: gate.agent, input: 'a' });
+    const b = runtime.prepare({ ...owner, agent: gate.agent, input: 'b' });
+    a.start();
+    b.start();
+    await gate.started(a.id);
+    const c = runtime.prepare({
+      ...owner,
+      agent: gate.agent,
+      input: 'c',
+      strategy: 'interrupt',
+      graceMs: 500,
+    });
+    c.start();
+    expect(runtime.session('alice', 's1').queuedRunIds).toEqual([c.id, b.id]);
+    c.cancel();
+    clock.increment(500);
+    expect(a.status).toBe('RUNNING'); // nobody waits for A to end any more
+    const d = runtime.prepare({
+      ...owner,
+      agent: gate.agent,
+      input: 'd',
+      strategy: 'interrupt',
+      graceMs: 500,
+    });
+    d.start();
+    clock.increment(500);
+    expect(await a.termination).toMatchObject({
+      status: 'CANCELLED',
+      reason: 'interrupted by a newer run; grace period over',
+    });
+    await gate.started(d.id);
+    expect(b.status).toBe('QUEUED');
+  });
+
+  it('bad options are INVALID_ARGUMENT, never a TypeError', () => {
+    const { runtime } = createTestRuntime();
+    const run = runtime.prepare({ ...owner, agent: gatedAgent().agent, input: 1 });
+    const invalid = expect.objectContaining({ code: 'INVALID_ARGUMENT' });
+    expect(() => run.cancel(null as never)).toThrow(invalid);
+    expect(() => run.cancel({ mode: '1' as never })).toThrow(invalid);
+    expect(() => run.cancel({ timeOutMs: 5 } as never)).toThrow(
+      expect.objectContaining({ field: 'timeOutMs' }),
+    );
+    expect(() =>
+      runtime.prepare({ ...owner, agent: gatedAgent().agent, input: 1, timeOutMs: 5 } as never),
+    ).toThrow('INVALID_ARGUMENT: unknown option `timeOutMs` (a typo?)');
+    expect(() => createTestRuntime({ clock: {} as never })).toThrow(
+      expect.objectContaining({ field: 'clock' }),
+    );
+    expect(() => createTestRuntime({ reportError: 42 as never })).toThrow(
+      expect.objectContaining({ field: 'reportError' }),
+    );
+    expect(() => createTestRuntime({ stores: { eventLog: {} as never } })).toThrow(
+      expect.objectContaining({ field: 'stores.eventLog' }),
+    );
+    expect(() => runtime.prepare(null as never)).toThrow(
+      'INVALID_ARGUMENT: expected `options` to be an object, got null',
+    );
+  });
+
+  it('agents cannot forge lifecycle events, name unknown safe points or spawn with bad options', async () => {
+    const { runtime } = createTestRuntime();
+    const errors: unknown[] = [];
+    const agent: Agent<string, string> = {
+      async execute(_input, ctx) {
+        for (const attempt of [
+          () => ctx.emit('run.completed', { reason: 'forged' }),
+          () => ctx.emit('session.run_started'),
+          () => ctx.safePoint('bogus' as never),
+          () => ctx.spawn({ execute: async () => 1 }, 1, { timeoutMs: -5 }),
+        ]) {
+          try {
+            attempt();
+          } catch (error) {
+            errors.push(error);
+          }
+        }
+        ctx.emit('agent.note', { ok: true });
+        return 'done';
+      },
+    };
+    const run = runtime.prepare({ ...owner, agent, input: 'x' });
+    run.start();
+    expect(await run.result()).toBe('done');
+    expect(errors).toHaveLength(4);
+    expect(errors.every((e) => (e as { code?: string }).code === 'INVALID_ARGUMENT')).toBe(true);
+    const types = (await runtime.eventLog.read({}, owner, { runId: run.id })).map((e) => e.type);
+    expect(types.filter((t) => t === 'run.completed')).toHaveLength(1);
+    expect(types).toContain('agent.note');
+  });
+
+  it('a second shutdown with graceMs 0 cancels what is left at once', async () => {
+    const { runtime } = createTestRuntime();
+    const gate = gatedAgent();
+    const run = runtime.prepare({ ...owner, agent: gate.agent, input: 'x' });
+    run.start();
+    await gate.started(run.id);
+    const first = runtime.shutdown({ graceMs: 60_000 });
+    const second = runtime.shutdown({ graceMs: 0 });
+    expect(await second).toEqual({ drained: false });
+    expect(await first).toEqual({ drained: false });
+    expect(await run.termination).toMatchObject({ status: 'CANCELLED', cause: 'shutdown' });
+  });
+
+  it('an external signal keeps its reason', async () => {
+    const { runtime } = createTestRuntime();
+    const controller = new AbortController();
+    const run = runtime.prepare({
+      ...owner,
+      agent: gatedAgent().agent,
+      input: 'x',
+      signal: controller.signal,
+    });
+    controller.abort(new Error('client went away'));
+    expect(await run.termination).toMatchObject({ cause: 'signal', reason: 'client went away' });
+  });
+
+  it('a custom runId is never reused in its session', async () => {
+    const { runtime } = createTestRuntime();
+    const run = runtime.prepare({
+      ...owner,
+      agent: { execute: async () => 1 },
+      input: 1,
+      runId: 'fixed',
+    });
+    run.start();
+    await run.termination;
+    expect(() =>
+      runtime.prepare({ ...owner, agent: { execute: async () => 1 }, input: 1, runId: 'fixed' }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'runId' }));
+  });
+});
