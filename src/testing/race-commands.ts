@@ -110,7 +110,7 @@ class Prepare extends Step {
         strategy: this.strategy,
         timeoutMs: this.timeoutMs,
         statuses: [],
-        queuedSeq: undefined,
+        jumpsQueue: false,
         admitted: false,
         terminalEvents: 0,
         outcome: undefined,
@@ -148,6 +148,7 @@ function startRun(world: RaceWorld, record: RunRecord): void {
   const active = activeId === undefined ? undefined : world.records.get(activeId);
   const queued = session.queuedRunIds.flatMap((id) => world.records.get(id) ?? []);
   if (statusBefore === 'CREATED' && !wasStarted) {
+    record.jumpsQueue = record.strategy === 'interrupt' && active !== undefined;
     if (record.strategy === 'interrupt' && active !== undefined) {
       licenceAll([active], 'interrupt');
       licenceAll([active], 'cancel');

@@ -49,8 +49,11 @@ export interface RunRecord {
   readonly timeoutMs: number | undefined;
   /** Statuses in the order the event log reported them. */
   readonly statuses: RunStatus[];
-  /** Position in its session's queue order (`session.run_queued`). */
-  queuedSeq: number | undefined;
+  /**
+   * Started with the `interrupt` strategy while its session had an active run: it goes first in
+   * line instead of last (DESIGN.md §6: interrupt the active run, then run the new one).
+   */
+  jumpsQueue: boolean;
   admitted: boolean;
   terminalEvents: number;
   outcome: RunOutcome | undefined;
@@ -80,7 +83,8 @@ export class RaceWorld {
   readonly maxConcurrentRuns: number | undefined;
   shutdownCalled = false;
   shutdownResult: { drained: boolean } | undefined;
-  #queueSeq = 0;
+  /** Each session's line of waiting runs, as the rules say it must be. */
+  readonly #lines = new Map<string, string[]>();
   #nextRun = 1;
 
   constructor(
@@ -168,9 +172,12 @@ export class RaceWorld {
     if (record === undefined) return;
     const last = record.statuses.at(-1) ?? 'CREATED';
     switch (event.type) {
-      case 'session.run_queued':
-        record.queuedSeq = ++this.#queueSeq;
+      case 'session.run_queued': {
+        const line = this.lineOf(record.sessionId);
+        if (record.jumpsQueue) line.unshift(record.run.id);
+        else line.push(record.run.id);
         break;
+      }
       case 'run.status': {
         const { from, to } = event.payload as { from: RunStatus; to: RunStatus };
         if (from !== last) {
@@ -181,6 +188,7 @@ export class RaceWorld {
         }
         record.statuses.push(to);
         if (to === 'RUNNING') this.#onAdmitted(record);
+        if (from === 'QUEUED' && to !== 'RUNNING') this.#leaveLine(record);
         break;
       }
       case 'run.completed':
@@ -200,21 +208,31 @@ export class RaceWorld {
     }
   }
 
+  /** The session's expected line of waiting runs. */
+  lineOf(sessionId: string): string[] {
+    let line = this.#lines.get(sessionId);
+    if (line === undefined) this.#lines.set(sessionId, (line = []));
+    return line;
+  }
+
+  #leaveLine(record: RunRecord): void {
+    const line = this.lineOf(record.sessionId);
+    const index = line.indexOf(record.run.id);
+    if (index >= 0) line.splice(index, 1);
+  }
+
   /** FIFO admission, one active run per session, and the runtime-wide cap. */
   #onAdmitted(record: RunRecord): void {
     record.admitted = true;
+    const line = this.lineOf(record.sessionId);
+    if (line[0] !== record.run.id) {
+      this.violation(
+        `FIFO: ${record.run.id} was admitted in ${record.sessionId}, but the line was [${line.join(', ')}]`,
+      );
+    }
+    this.#leaveLine(record);
     for (const other of this.recordsIn(record.sessionId)) {
       if (other === record) continue;
-      if (
-        other.run.status === 'QUEUED' &&
-        other.queuedSeq !== undefined &&
-        record.queuedSeq !== undefined &&
-        other.queuedSeq < record.queuedSeq
-      ) {
-        this.violation(
-          `FIFO: ${record.run.id} was admitted in ${record.sessionId} while ${other.run.id}, queued before it, still waits`,
-        );
-      }
       if (other.admitted && this.isLive(other)) {
         this.violation(
           `two active runs in ${record.sessionId}: ${record.run.id} admitted while ${other.run.id} (${other.run.status}) has not settled`,
@@ -277,16 +295,12 @@ export class RaceWorld {
             `${sessionId} lists ${session.queuedRunIds[index]} as queued, but it is ${record?.run.status}`,
           );
         }
-        const previous = queued[index - 1];
-        if (
-          previous?.queuedSeq !== undefined &&
-          record?.queuedSeq !== undefined &&
-          previous.queuedSeq > record.queuedSeq
-        ) {
-          this.violation(
-            `${sessionId} queue is out of start order: ${session.queuedRunIds.join(', ')}`,
-          );
-        }
+      }
+      const line = this.lineOf(sessionId);
+      if (session.queuedRunIds.join() !== line.join()) {
+        this.violation(
+          `${sessionId} queue is [${session.queuedRunIds.join(', ')}], start order and strategies say [${line.join(', ')}]`,
+        );
       }
       const activeId = session.activeRunId;
       if (activeId !== undefined) {

@@ -3,8 +3,8 @@
  *
  * - The queue is copied on write: the runtime's session machine mutates its `RunQueue` in place
  *   (O(1) per event over a 10,000-run queue), which a graph traversal cannot share between
- *   snapshots. Only the three queue actions are replaced; guards, transitions and every other
- *   action are the machine's own.
+ *   snapshots. Only the queue actions are replaced; guards, transitions and every other action
+ *   are the machine's own.
  * - The environment's synchronous answers are composed in with `withReactions`: a cancelled
  *   queued run leaves the queue at once (`session.dequeue`), and with a free gate a slot request
  *   is granted at once (`session.slot_granted`).
@@ -45,6 +45,16 @@ export function sessionModelMachine(gate: Gate) {
       addToQueue: assign(({ context, event }) =>
         event.type === 'session.enqueue'
           ? { queue: copy(context.queue, (q) => q.add(event.runId)) }
+          : {},
+      ),
+      addToQueueFront: assign(({ context, event }) =>
+        event.type === 'session.enqueue'
+          ? {
+              queue: copy(new RunQueue(), (q) => {
+                q.add(event.runId);
+                for (const id of context.queue.toArray()) q.add(id);
+              }),
+            }
           : {},
       ),
       removeFromQueue: assign(({ context, event }) =>
@@ -124,7 +134,12 @@ export function describeSessionState(snapshot: SessionSnapshot): string {
 }
 
 export const serializeSessionState = (snapshot: SessionSnapshot): string =>
-  JSON.stringify([snapshot.value, snapshot.context.activeRunId, snapshot.context.queue.toArray()]);
+  JSON.stringify([
+    snapshot.value,
+    snapshot.context.activeRunId,
+    snapshot.context.queue.toArray(),
+    snapshot.context.interruptingRunId,
+  ]);
 
 /** What the runtime can produce: each name is started once at a time, settles only when active. */
 export function sessionEventIsRealizable(
