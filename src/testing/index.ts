@@ -12,6 +12,8 @@
  *   interrupt, timeouts, agent results, session interrupts, cancelAll and shutdown at a runtime
  *   you build, with fast-check's scheduler, and checks runplane's invariants after every step.
  *   A failure names its seed and path; `RACE_SEED`, `RACE_PATH` and `RACE_REPLAY_PATH` replay it.
+ * - {@link runTurnLoopRaceProperty} does the same for TurnLoops: pushes (preempt, strategy, bursts,
+ *   late), stops of each mode, agent results, checkpoint and restart, with item conservation.
  * - {@link getReplayPaths} / {@link replayPaths} generate shortest and simple paths through any
  *   XState machine with `xstate/graph` and replay each against your real system through a
  *   {@link PathAdapter}; {@link getMachineCoverage} tells which states are reachable and which
@@ -57,3 +59,5 @@ export type {
   RaceReport,
   RaceRuntimeFactory,
 } from './race-property.js';
+export { runTurnLoopRaceProperty } from './turn-loop-race.js';
+export type { TurnLoopRacePropertyOptions } from './turn-loop-race.js';

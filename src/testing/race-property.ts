@@ -111,51 +111,83 @@ export async function runRaceProperty(
   factory: RaceRuntimeFactory,
   options: RacePropertyOptions = {},
 ): Promise<RaceReport> {
-  const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
-  const seed =
-    options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
-  const path = options.path ?? envString('RACE_PATH');
-  const replayPath = options.replayPath ?? envString('RACE_REPLAY_PATH');
   const sessions = options.sessions ?? ['s1', 's2'];
   const ownerId = options.ownerId ?? 'owner';
-  const maxCommands = options.maxCommands ?? 40;
   const commands = raceCommands({
     sessions: sessions.length,
     agents: options.agents ?? ['honours-signal', 'ignores-signal'],
     strategies: options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'],
   });
+  return checkProperty(
+    ({ replayPath, maxCommands, settleRejections }) =>
+      fc.asyncProperty(
+        fc.scheduler(),
+        fc.commands(commands, {
+          maxCommands,
+          size: 'max',
+          ...(replayPath === undefined ? {} : { replayPath }),
+        }),
+        async (scheduler, cmds) => {
+          const world = new RaceWorld(factory, {
+            ownerId,
+            sessions,
+            maxConcurrentRuns: options.maxConcurrentRuns,
+            schedule: (settlement, label) => scheduler.schedule(settlement, label),
+          });
+          const model: RaceModel = { runs: 0, shutdown: false };
+          await fc.scheduledModelRun(scheduler, () => ({ model, real: world }), cmds);
+          await world.finish(() => scheduler.waitAll());
+          await settleRejections(world.trace);
+        },
+      ),
+    { ...options, maxCommandsDefault: 40 },
+  );
+}
+
+/** @internal What {@link checkProperty} hands the property it builds. */
+export interface PropertyRun {
+  readonly replayPath: string | undefined;
+  readonly maxCommands: number;
+  /**
+   * Lets Node report the rejections this sequence left unhandled, then throws if there were any.
+   *
+   * @param trace - the sequence's steps, for the report
+   */
+  readonly settleRejections: (trace: readonly string[]) => Promise<void>;
+}
+
+/**
+ * @internal Runs a race property built by `build` with the seed, path and run count from the
+ * options or the environment, and turns a failure into a report with a replay line.
+ */
+export async function checkProperty(
+  build: (run: PropertyRun) => fc.IAsyncPropertyWithHooks<[fc.Scheduler, ...unknown[]]>,
+  options: Omit<RacePropertyOptions, 'sessions' | 'ownerId' | 'agents' | 'strategies'> & {
+    maxCommandsDefault: number;
+  },
+): Promise<RaceReport> {
+  const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
+  const seed =
+    options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
+  const path = options.path ?? envString('RACE_PATH');
+  const replayPath = options.replayPath ?? envString('RACE_REPLAY_PATH');
+  const maxCommands = options.maxCommands ?? options.maxCommandsDefault;
 
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
   process.on('unhandledRejection', onUnhandled);
-
-  const property = fc.asyncProperty(
-    fc.scheduler(),
-    fc.commands(commands, {
-      maxCommands,
-      size: 'max',
-      ...(replayPath === undefined ? {} : { replayPath }),
-    }),
-    async (scheduler, cmds) => {
-      unhandled.length = 0;
-      const world = new RaceWorld(factory, {
-        ownerId,
-        sessions,
-        maxConcurrentRuns: options.maxConcurrentRuns,
-        schedule: (settlement, label) => scheduler.schedule(settlement, label),
-      });
-      const model: RaceModel = { runs: 0, shutdown: false };
-      await fc.scheduledModelRun(scheduler, () => ({ model, real: world }), cmds);
-      await world.finish(() => scheduler.waitAll());
-      // Let Node report rejections left unhandled by this sequence.
+  const property = build({
+    replayPath,
+    maxCommands,
+    settleRejections: async (trace) => {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (unhandled.length > 0) {
-        throw new Error(
-          `unhandled rejection: ${unhandled.map(String).join('; ')}\n  steps: ${world.trace.join(', ')}`,
-        );
-      }
+      if (unhandled.length === 0) return;
+      const reasons = unhandled.splice(0).map(String).join('; ');
+      throw new Error(`unhandled rejection: ${reasons}\n  steps: ${trace.join(', ')}`);
     },
-  );
+  }).beforeEach(() => {
+    unhandled.length = 0;
+  });
 
   try {
     const details = await fc.check(property, {
@@ -165,7 +197,7 @@ export async function runRaceProperty(
       endOnFailure: path !== undefined,
     });
     if (details.failed) {
-      const [scheduler, cmds] = details.counterexample ?? [];
+      const [scheduler, cmds, ...settings] = details.counterexample ?? [];
       const describe = (value: unknown) =>
         value === undefined ? '' : (value as { toString(): string }).toString();
       const commandsText = describe(cmds);
@@ -175,10 +207,11 @@ export async function runRaceProperty(
           ? details.errorInstance.message
           : String(details.errorInstance);
       const report = [
-        `runRaceProperty failed: ${cause}`,
+        `race property failed: ${cause}`,
         `  seed ${details.seed}, path "${details.counterexamplePath ?? ''}"${replay === undefined ? '' : `, replayPath "${replay}"`}`,
         `  replay: RACE_SEED=${details.seed} RACE_PATH="${details.counterexamplePath ?? ''}"${replay === undefined ? '' : ` RACE_REPLAY_PATH="${replay}"`}`,
         `  commands (as generated): ${commandsText.replace(/\/\*replayPath=.*\*\//, '').trim()}`,
+        ...(settings.length === 0 ? [] : [`  settings: ${JSON.stringify(settings)}`]),
         `  interleaving: ${describe(scheduler)}`,
       ].join('\n');
       (options.log ?? ((text: string) => console.error(text)))(report);
