@@ -7,6 +7,11 @@ import { describe, expect, it } from 'vitest';
 import {
   CancelMode,
   createGate,
+  createMemoryCheckpointStore,
+  createTurnLoop,
+  jsonCheckpointCodec,
+  type Checkpoint,
+  type CheckpointStore,
   createReActAgent,
   createRuntime,
   createScriptedModel,
@@ -303,6 +308,121 @@ describe('regressions from public bug reports', () => {
     const history = await runtime.sessionStore.load({}, owner);
     expect(transcript(history)).toEqual(['user: old', 'user: new']);
     expect(await typesOf(runtime, old)).not.toContain('agent.message');
+    expect(reported).toEqual([]);
+  });
+
+  it('items arriving while the loop finishes are never dropped: accepted ones are unhandled and saved, refused ones are late (temporalio/sdk-dotnet #427)', async () => {
+    const { clock, runtime, reported } = setup();
+    const memory = createMemoryCheckpointStore();
+    const saving = createGate();
+    const store: CheckpointStore = {
+      get: (ctx, id) => memory.get(ctx, id),
+      delete: (ctx, id) => memory.delete(ctx, id),
+      set: async (ctx, id, data) => {
+        await saving.wait(); // the final save is in flight until the test opens the gate
+        await memory.set(ctx, id, data);
+      },
+    };
+    const agent = createScriptedAgent<string>();
+    const offered: string[][] = [];
+    const loopOn = (checkpointStore: CheckpointStore) =>
+      createTurnLoop<string>({
+        runtime,
+        ...owner,
+        store: checkpointStore,
+        checkpointId: 'chat',
+        genInput: (items) => {
+          offered.push([...items]);
+          return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+        },
+        prepareAgent: () => agent,
+      });
+    const loop = loopOn(store);
+    loop.push('first');
+    loop.run();
+    await clock.flush();
+    const [turnRun] = agent.executed;
+    expect(loop.push('queued').accepted).toBe(true); // waits for the next turn
+    // Stop after this turn; the turn finishes, and in that very instant more items arrive.
+    loop.stop({ mode: 'afterTurn' });
+    expect(loop.push('while stopping').accepted).toBe(false);
+    agent.complete(turnRun!, 'done');
+    expect(loop.push('as the turn ends').accepted).toBe(false);
+    await saving.reached;
+    expect(loop.push('while saving').accepted).toBe(false);
+    saving.open();
+    const exit = await loop.wait();
+    expect(loop.push('after exit').accepted).toBe(false);
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.unhandledItems).toEqual(['queued']);
+    expect(exit.takeLateItems()).toEqual([
+      'while stopping',
+      'as the turn ends',
+      'while saving',
+      'after exit',
+    ]);
+    const data = await memory.get({}, 'chat');
+    const saved = jsonCheckpointCodec.decode(data ?? new Uint8Array()) as Checkpoint<string>;
+    expect(saved.unhandled).toEqual(['queued']);
+
+    // The restarted loop offers the saved item first, before anything pushed since.
+    const restarted = loopOn(memory);
+    restarted.push('new');
+    restarted.run();
+    await clock.flush();
+    expect(offered).toEqual([['first'], ['queued', 'new']]);
+    restarted.stop({ mode: 'immediate', skipCheckpoint: true });
+    await restarted.wait();
+    expect(reported).toEqual([]);
+  });
+
+  it('N pushes in one tick are handled in push order, with or without a preempt among them (langchain-ai/langgraphjs PR #2484)', async () => {
+    const { clock, runtime, reported } = setup();
+    const agent = createScriptedAgent<string>();
+    const offered: number[][] = [];
+    const consumed: number[] = [];
+    const loop = createTurnLoop<number>({
+      runtime,
+      ...owner,
+      genInput: (items) => {
+        offered.push([...items]);
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+      prepareAgent: () => agent,
+      onAgentEvents: async (turn, events) => {
+        consumed.push(...turn.consumed);
+        for await (const _event of events) {
+          // drain
+        }
+        return undefined;
+      },
+    });
+    const pushAll = (from: number, to: number, preemptAt?: number) => {
+      for (let item = from; item <= to; item++) {
+        loop.push(item, item === preemptAt ? { preempt: CancelMode.AnySafePoint } : {});
+      }
+    };
+    pushAll(1, 20); // one tick, before the loop runs
+    loop.run();
+    await clock.flush();
+    pushAll(21, 40, 30); // one tick, while turn 1 runs; item 30 preempts it
+    const finishTurns = async () => {
+      const running = () => agent.executed.filter((runId) => agent.isExecuting(runId));
+      for (let round = 0; round < 100 && (consumed.length < 40 || running().length > 0); round++) {
+        for (const runId of running()) {
+          if (agent.safePoint(runId, 'afterToolCalls') === 'continued') agent.complete(runId, 'ok');
+        }
+        await clock.flush();
+      }
+    };
+    await finishTurns();
+    loop.stop();
+    const exit = await loop.wait();
+    expect(consumed).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    for (const items of offered) expect(items).toEqual([...items].sort((a, b) => a - b));
+    expect(offered[0]).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(offered[1]).toEqual(Array.from({ length: 39 }, (_, i) => i + 2));
+    expect(exit.unhandledItems).toEqual([]);
     expect(reported).toEqual([]);
   });
 });
