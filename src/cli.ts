@@ -4,18 +4,44 @@
  *
  * @module
  */
+import { readFile, writeFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
+import { renderTimelinePage } from './inspect/timeline-page.js';
+import { parseTimelineTrace } from './inspect/timeline-transition.js';
 
 const usage = `Usage: runplane <command> [options]
 
 Commands:
-  demo            run the lifecycle demo: queue, cancel, interrupt, safe-point cancel
+  demo                      run the lifecycle demo: queue, cancel, interrupt, safe-point cancel
+  timeline <trace.jsonl>    render a recorded trace (createTimelineRecorder) as an offline HTML
+                            page: one swimlane per run, grouped by session
 
 Options:
-  --step-ms <ms>  demo: the toy agent's step time in milliseconds (default 150)
-  -h, --help      show this help
+  --step-ms <ms>            demo: the toy agent's step time in milliseconds (default 150)
+  -o, --out <file.html>     timeline: where to write the page (default: the trace name + .html)
+  --title <text>            timeline: the page title (default "runplane timeline")
+  -h, --help                show this help
 `;
+
+/** `runplane timeline trace.jsonl -o timeline.html`. @returns the exit code */
+async function timeline(tracePath: string | undefined, out: string | undefined, title?: string) {
+  if (tracePath === undefined) {
+    process.stderr.write(`timeline: expected a trace file\n\n${usage}`);
+    return 2;
+  }
+  const text = await readFile(tracePath, 'utf8');
+  const transitions = parseTimelineTrace(text);
+  const target = out ?? `${tracePath.replace(/\.(jsonl|ndjson|json|txt)$/, '')}.html`;
+  await writeFile(
+    target,
+    renderTimelinePage({ trace: transitions, source: basename(tracePath), title }),
+  );
+  const runs = new Set(transitions.filter((t) => t.actor === 'run').map((t) => t.id)).size;
+  process.stdout.write(`wrote ${target}: ${transitions.length} transitions, ${runs} runs\n`);
+  return 0;
+}
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -24,6 +50,8 @@ async function main(argv: string[]): Promise<number> {
     options: {
       help: { type: 'boolean', short: 'h' },
       'step-ms': { type: 'string' },
+      out: { type: 'string', short: 'o' },
+      title: { type: 'string' },
     },
   });
   const [command] = positionals;
@@ -42,6 +70,7 @@ async function main(argv: string[]): Promise<number> {
     await runDemo({ stepMs });
     return 0;
   }
+  if (command === 'timeline') return timeline(positionals[1], values.out, values.title);
   process.stderr.write(`unknown command: ${command}\n\n${usage}`);
   return 2;
 }

@@ -9,6 +9,10 @@
  *   to wrap up; `await run.termination` tells how it ended, once its agent has settled.
  * - `runtime.session(ownerId, sessionId)` controls a whole conversation; `runtime.shutdown()`
  *   drains gracefully.
+ * - Inspection: `createRuntime({ inspect })` takes any XState inspection observer;
+ *   {@link createTimelineRecorder} writes a compact JSONL trace of run and session lifecycles
+ *   (`runplane timeline trace.jsonl -o timeline.html` draws it), {@link createTimelineHub} serves
+ *   the same transitions live, per owner, for the viewer page of {@link renderTimelinePage}.
  * - Agents: {@link createReActAgent} on a {@link ChatModel} ({@link createOpenAIModel} for any
  *   OpenAI-compatible endpoint, {@link createScriptedModel} for tests) with tools from
  *   {@link defineTool}; `runtime.inbox.push(...)` feeds hints to a running agent,
@@ -168,3 +172,26 @@ export {
 export type { Checkpoint, CheckpointCodec, PersistedLoopSnapshot } from './turn-loop/checkpoint.js';
 export type { CheckpointStore } from './stores/checkpoint-store.js';
 export { createMemoryCheckpointStore } from './stores/memory-checkpoint-store.js';
+// Inspection and timelines (issue 6).
+export { combineInspectors, createTimelineRecorder } from './inspect/timeline-recorder.js';
+export type {
+  TimelineRecorder,
+  TimelineRecorderOptions,
+  TimelineSink,
+} from './inspect/timeline-recorder.js';
+export { createTimelineHub } from './inspect/timeline-hub.js';
+export type {
+  TimelineEntry,
+  TimelineHub,
+  TimelineHubOptions,
+  TimelineStreamOptions,
+} from './inspect/timeline-hub.js';
+export {
+  encodeTimelineTransition,
+  parseTimelineTrace,
+  timelineActorKinds,
+} from './inspect/timeline-transition.js';
+export type { TimelineActorKind, TimelineTransition } from './inspect/timeline-transition.js';
+export { renderTimelinePage } from './inspect/timeline-page.js';
+export type { TimelinePageOptions } from './inspect/timeline-page.js';
+export { toMermaidStateDiagram } from './inspect/mermaid-diagram.js';

@@ -20,6 +20,7 @@ import {
 import { z } from 'zod';
 import { InvalidArgumentError, RunAlreadyStartedError, RunCancelledError } from '../errors.js';
 import { durationMs, parseOptions } from '../validation.js';
+import { setInspectedParent } from '../inspect/actor-parents.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
 import type { Agent, RunContext, SpawnOptions } from './agent.js';
@@ -152,6 +153,8 @@ export class AgentRun<TOutput = unknown> {
       clock: init.core.clock,
       inspect: init.core.inspect,
     });
+    // Runs are root actors: tell the timeline which run a nested one belongs to.
+    if (init.parent !== undefined) setInspectedParent(this.#actor, init.parent.id);
     this.#actor.subscribe({
       next: (snapshot) => this.#onSnapshot(snapshot),
       error: (error) => this.#onActorError(error),

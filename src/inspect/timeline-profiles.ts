@@ -1,0 +1,177 @@
+/**
+ * How the timeline reads each machine it follows: who an actor is (from its context) and why a
+ * transition happened. Keyed by machine id; a machine without a profile is not followed.
+ *
+ * @remarks Adding a machine to the timeline is one entry here (and its id in
+ * {@link TimelineActorKind}).
+ *
+ * @module
+ */
+import type { AnyEventObject } from 'xstate';
+import { getInspectedParent } from './actor-parents.js';
+import type { TimelineActorKind } from './timeline-transition.js';
+
+/** Who an actor is on the timeline. */
+export interface TimelineIdentity {
+  /** Timeline id: run id, session key or turn loop id. */
+  readonly id: string;
+  /** Timeline id of the parent, or `null` for a root. */
+  readonly parentId: string | null;
+  /** The owner the actor's transitions belong to (scopes the live hub); `undefined` if none. */
+  readonly ownerId: string | undefined;
+}
+
+/** A transition as a profile sees it, to name its cause. */
+export interface TimelineStep {
+  readonly event: AnyEventObject;
+  /** Dotted state path before (`null` for the first snapshot). */
+  readonly from: string | null;
+  /** Dotted state path after. */
+  readonly to: string;
+  /** The actor's context after the transition. */
+  readonly context: Readonly<Record<string, unknown>>;
+}
+
+/** How one machine appears on the timeline. */
+export interface TimelineProfile {
+  readonly actor: TimelineActorKind;
+  /** The actor's identity from its context; `undefined` to leave the actor out. */
+  identify(
+    context: Readonly<Record<string, unknown>>,
+    actorRef: object,
+  ): TimelineIdentity | undefined;
+  /**
+   * The cause of a step, or `undefined`. A step that changes no state is recorded only when
+   * this returns a cause (an interrupt, a merged cancel, a preempt).
+   */
+  cause(step: TimelineStep): string | undefined;
+  /**
+   * Whether a step that changed the state is recorded. @default every state change
+   *
+   * @remarks The actor's `from` always stays true: a skipped step still moves it.
+   */
+  keep?(step: TimelineStep, cause: string | undefined): boolean;
+}
+
+const str = (value: unknown): string | undefined =>
+  typeof value === 'string' && value !== '' ? value : undefined;
+
+/**
+ * The timeline id of a session: `ownerId/sessionId`.
+ *
+ * @param ownerId - the owner
+ * @param sessionId - the session
+ * @returns the session key used as `id` of a session and `parentId` of its top-level runs
+ * @throws never
+ */
+export function toSessionKey(ownerId: string, sessionId: string): string {
+  return `${ownerId}/${sessionId}`;
+}
+
+const runProfile: TimelineProfile = {
+  actor: 'run',
+  identify(context, actorRef) {
+    const runId = str(context.runId);
+    const ownerId = str(context.ownerId);
+    const sessionId = str(context.sessionId);
+    if (runId === undefined || ownerId === undefined || sessionId === undefined) return undefined;
+    return {
+      id: runId,
+      parentId: getInspectedParent(actorRef) ?? toSessionKey(ownerId, sessionId),
+      ownerId,
+    };
+  },
+  cause({ event, from, to, context }) {
+    switch (event.type) {
+      case 'run.cancel': {
+        // From a pending safe-point cancel straight to CANCELLED: a later immediate request won.
+        if (from === 'RUNNING.cancelling' && to.startsWith('CANCELLED')) return 'escalation';
+        const request = (event as { request?: { cause?: unknown } }).request;
+        return str(request?.cause) ?? 'cancel';
+      }
+      case 'run.interrupt':
+        return 'interrupt';
+      case 'run.deadline':
+        return 'timeout';
+      case 'run.cancel_deadline':
+        return 'escalation';
+      case 'run.safe_point':
+        return str(context.cause);
+      case 'agent.done':
+        return to === 'COMPLETED' && context.interruptRequested === true
+          ? 'interrupted'
+          : undefined;
+      default:
+        return to === 'CANCELLED.abandoned' ? 'unwind_timeout' : undefined;
+    }
+  },
+};
+
+const sessionProfile: TimelineProfile = {
+  actor: 'session',
+  identify(context) {
+    const ownerId = str(context.ownerId);
+    const sessionId = str(context.sessionId);
+    if (ownerId === undefined || sessionId === undefined) return undefined;
+    return { id: toSessionKey(ownerId, sessionId), parentId: null, ownerId };
+  },
+  cause({ event, from, to }) {
+    if (event.type === 'session.enqueue') {
+      const { strategy } = event as { strategy?: unknown };
+      if (strategy === 'preempt') return 'preempt';
+      if (strategy === 'interrupt' && to === 'active.interrupting' && from !== to)
+        return 'interrupt';
+      return undefined;
+    }
+    // The interrupt strategy's grace ran out: the active run is cancelled.
+    if (from === 'active.interrupting' && event.type.startsWith('xstate.after.'))
+      return 'escalation';
+    return undefined;
+  },
+  /**
+   * The admission cycle (`admitting` ⇄ `active.running`, once per run) is left out: each run's
+   * own `QUEUED → RUNNING` line (`run.admit`) records that moment, and two session lines per run
+   * would be a third of a trace. Kept: the first line, entering or leaving `idle` or
+   * `active.interrupting`, and every step with a cause.
+   */
+  keep({ from, to }, cause) {
+    if (cause !== undefined || from === null) return true;
+    const marked = (state: string) => state === 'idle' || state === 'active.interrupting';
+    return marked(from) || marked(to);
+  },
+};
+
+let turnLoopCount = 0;
+const turnLoopIds = new WeakMap<object, string>();
+
+/**
+ * Provisional: the TurnLoop machine (DESIGN.md §8) is being written. It is read by the context
+ * fields `loopId` (else `checkpointId`), `ownerId` and `sessionId`; adjust when it lands.
+ */
+const turnLoopProfile: TimelineProfile = {
+  actor: 'turn-loop',
+  identify(context, actorRef) {
+    let id = str(context.loopId) ?? str(context.checkpointId) ?? turnLoopIds.get(actorRef);
+    if (id === undefined) {
+      id = `turn-loop-${++turnLoopCount}`;
+      turnLoopIds.set(actorRef, id);
+    }
+    const ownerId = str(context.ownerId);
+    const sessionId = str(context.sessionId);
+    const session =
+      ownerId !== undefined && sessionId !== undefined ? toSessionKey(ownerId, sessionId) : null;
+    return { id, parentId: getInspectedParent(actorRef) ?? session, ownerId };
+  },
+  cause({ event }) {
+    if (event.type.includes('preempt')) return 'preempt';
+    if (event.type.includes('stop')) return str(event.cause) ?? 'stop';
+    return undefined;
+  },
+};
+
+/** The profiles the timeline uses, by machine id (`run`, `session`, `turn-loop`). */
+export const timelineProfiles: Readonly<Record<string, TimelineProfile>> = {
+  run: runProfile,
+  session: sessionProfile,
+  'turn-loop': turnLoopProfile,
+};
