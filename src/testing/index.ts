@@ -33,6 +33,7 @@ export type {
   ScriptedSafePointResult,
 } from './scripted-agent.js';
 export {
+  getEnvironment,
   getMachineCoverage,
   getReachableSnapshots,
   getReplayPaths,
@@ -43,6 +44,8 @@ export {
 } from './replay-paths.js';
 export type {
   EventHandling,
+  ExecutedAction,
+  ReactionOptions,
   MachineCoverage,
   PathAdapter,
   PathKind,

@@ -172,67 +172,141 @@ const leafName = (value: StateValue): string => {
 const defaultSerialize = (snapshot: AnySnapshot): string =>
   JSON.stringify({ value: snapshot.value, context: snapshot.context });
 
+/** An executed action, as {@link withReactions} hands it to the environment. */
+export interface ExecutedAction {
+  readonly type: string;
+  readonly params: unknown;
+}
+
+/** Options of {@link withReactions}. */
+export interface ReactionOptions<TSnapshot, TEvent, TEnv> {
+  /**
+   * Environment state carried next to each snapshot (what the world knows that the machine's
+   * context does not, e.g. "a preempt reached the running turn"). Read it with
+   * {@link getEnvironment}; include it in `serializeState`.
+   */
+  readonly environment?: {
+    readonly initial: TEnv;
+    /**
+     * The environment after one step of the machine (the event, then each reaction event).
+     *
+     * @param env - the environment before the step
+     * @param step - the event, the actions it executed and the snapshot after it
+     * @returns the environment after the step (return `env` itself when nothing changed)
+     */
+    update(
+      env: TEnv,
+      step: {
+        readonly event: TEvent;
+        readonly actions: readonly ExecutedAction[];
+        /** The snapshot after the step. */
+        readonly snapshot: TSnapshot;
+        /** The snapshot before the step. */
+        readonly previous: TSnapshot;
+      },
+    ): TEnv;
+  };
+  /**
+   * Copies the parts of a snapshot that the machine's actions mutate in place (an array a
+   * push appends to, say) before each step, so that snapshots the traversal keeps stay intact.
+   * @default no copy
+   */
+  readonly copy?: (snapshot: TSnapshot) => TSnapshot;
+}
+
+const environments = new WeakMap<object, unknown>();
+
+/**
+ * The environment {@link withReactions} carries next to a snapshot.
+ *
+ * @param snapshot - a snapshot produced by a logic from {@link withReactions}
+ * @returns its environment, or `undefined` for a snapshot made elsewhere
+ */
+export function getEnvironment<TEnv>(snapshot: object): TEnv | undefined {
+  return environments.get(snapshot) as TEnv | undefined;
+}
+
 /**
  * Composes a machine with the synchronous reactions of its environment, as one logic.
  *
  * @remarks
  * A machine whose actions are placeholders (bound with `machine.provide` by the runtime) does not
  * show what the world does in answer. When the world answers some action at once with an event
- * (a slot granted as soon as it is requested, a cancelled queued run leaving the queue), the
- * real system never rests in the state in between. `withReactions` applies those answers inside
- * the same step, in order, so the graph walks the states the real system can actually be seen in.
+ * (a slot granted as soon as it is requested, a cancelled queued run leaving the queue, a turn
+ * reported started as soon as its run is created), the real system never rests in the state in
+ * between. `withReactions` applies those answers inside the same step, in order, so the graph
+ * walks the states the real system can actually be seen in. With `environment`, it also carries
+ * what the world knows beside the machine, updated after every step.
  *
- * @param machine - the machine (with pure, copy-on-write context updates)
- * @param react - maps one executed action (its `type` and resolved `params`) and the snapshot
- *   after the step to the events the environment sends back at once
+ * @param machine - the machine
+ * @param react - maps one executed action (its `type` and resolved `params`), the snapshot after
+ *   the step and the environment to the events the world sends back at once
+ * @param options - {@link ReactionOptions}: environment state, copy-on-write of mutable context
  * @returns actor logic with the machine's snapshots and events
  * @throws Error (from `transition`) when reactions keep producing events for more than 1,000 steps
  */
-export function withReactions<TMachine extends AnyStateMachine>(
+export function withReactions<TMachine extends AnyStateMachine, TEnv = undefined>(
   machine: TMachine,
   react: (
-    action: { readonly type: string; readonly params: unknown },
+    action: ExecutedAction,
     snapshot: SnapshotFrom<TMachine>,
+    env: TEnv,
   ) => readonly EventFromLogic<TMachine>[] | undefined,
+  options: ReactionOptions<SnapshotFrom<TMachine>, EventFromLogic<TMachine>, TEnv> = {},
 ): ActorLogic<SnapshotFrom<TMachine>, EventFromLogic<TMachine>, InputFrom<TMachine>> {
   type TSnapshot = SnapshotFrom<TMachine>;
   type TEvent = EventFromLogic<TMachine>;
-  const drain = (
+  const copy = options.copy ?? ((snapshot: TSnapshot) => snapshot);
+  const environment = options.environment;
+  const update = environment === undefined ? undefined : environment.update.bind(environment);
+  const step = (
     snapshot: TSnapshot,
-    actions: ReadonlyArray<{ type: string; params?: unknown }>,
-  ): TSnapshot => {
-    const pending: TEvent[] = [];
-    const collect = (done: TSnapshot, executed: typeof actions) => {
-      for (const action of executed) {
-        pending.push(...(react({ type: action.type, params: action.params }, done) ?? []));
-      }
+    event: TEvent,
+    env: TEnv,
+  ): { next: TSnapshot; actions: ExecutedAction[]; env: TEnv } => {
+    const [next, executed] = transition(machine, copy(snapshot), event) as [
+      TSnapshot,
+      Array<{ type: string; params?: unknown }>,
+    ];
+    const actions = executed.map((a) => ({ type: a.type, params: a.params }));
+    return {
+      next,
+      actions,
+      env: update ? update(env, { event, actions, snapshot: next, previous: snapshot }) : env,
     };
-    collect(snapshot, actions);
-    let current = snapshot;
+  };
+  const drain = (start: { next: TSnapshot; actions: ExecutedAction[]; env: TEnv }): TSnapshot => {
+    let { next: current, env } = start;
+    const pending: TEvent[] = [];
+    const collect = (done: TSnapshot, actions: readonly ExecutedAction[]) => {
+      for (const action of actions) pending.push(...(react(action, done, env) ?? []));
+    };
+    collect(current, start.actions);
     for (let steps = 0; pending.length > 0; steps++) {
       if (steps > 1_000) throw new Error('withReactions: reactions did not settle in 1,000 steps');
-      const event = pending.shift() as TEvent;
-      const [next, executed] = transition(machine, current, event) as [TSnapshot, typeof actions];
-      current = next;
-      collect(current, executed);
+      const result = step(current, pending.shift() as TEvent, env);
+      current = result.next;
+      env = result.env;
+      collect(current, result.actions);
     }
+    environments.set(current, env);
     return current;
   };
   return {
     config: machine.config,
-    transition: (snapshot, event) => {
-      const [next, actions] = transition(machine, snapshot, event) as [
-        TSnapshot,
-        Array<{ type: string; params?: unknown }>,
-      ];
-      return drain(next, actions);
-    },
+    transition: (snapshot, event) =>
+      drain(step(snapshot, event, environments.get(snapshot) as TEnv)),
     getInitialSnapshot: (_scope, input) => {
-      const [initial, actions] = initialTransition(machine, input) as [
+      const [initial, executed] = initialTransition(machine, input) as [
         TSnapshot,
         Array<{ type: string; params?: unknown }>,
       ];
-      return drain(initial, actions);
+      const env = options.environment?.initial as TEnv;
+      return drain({
+        next: initial,
+        actions: executed.map((a) => ({ type: a.type, params: a.params })),
+        env,
+      });
     },
     getPersistedSnapshot: (snapshot) => machine.getPersistedSnapshot(snapshot),
   };
@@ -274,7 +348,7 @@ function resolveTraversal<TLogic extends AnyActorLogic>(
 }
 
 const eventsIn = <TLogic extends AnyActorLogic>(
-  options: PathOptions<TLogic>,
+  options: Pick<PathOptions<TLogic>, 'events'>,
   snapshot: SnapshotFrom<TLogic>,
 ): readonly EventFromLogic<TLogic>[] =>
   typeof options.events === 'function' ? options.events(snapshot) : options.events;
@@ -350,7 +424,14 @@ export interface MachineCoverage<TSnapshot = unknown, TEvent = unknown> {
 export function getMachineCoverage<TLogic extends AnyActorLogic>(
   machine: AnyStateMachine,
   logic: TLogic,
-  options: PathOptions<TLogic>,
+  options: PathOptions<TLogic> & {
+    /**
+     * The events of the handled-or-ignored table, when not all of `events` (e.g. only the
+     * external ones; an invocation's result only ever reaches the state that invoked it).
+     * @default `events`
+     */
+    readonly tableEvents?: PathOptions<TLogic>['events'];
+  },
 ): MachineCoverage<SnapshotFrom<TLogic>, EventFromLogic<TLogic>> {
   const { describeState, describeEvent, serialize } = resolveTraversal(options);
   const reachable = getReachableSnapshots(logic, options);
@@ -361,7 +442,8 @@ export function getMachineCoverage<TLogic extends AnyActorLogic>(
     const machineSnapshot = snapshot as AnySnapshot;
     for (const path of getStatePaths(machineSnapshot.value)) active.add(path);
     const state = describeState(snapshot);
-    for (const eventObject of eventsIn(options, snapshot)) {
+    const table = { events: options.tableEvents ?? options.events };
+    for (const eventObject of eventsIn(table, snapshot)) {
       const verdict = machineSnapshot.can(eventObject) ? 'handled' : 'ignored';
       const event = describeEvent(eventObject);
       handling.push({ state, event, verdict, snapshot, eventObject });
@@ -419,20 +501,40 @@ export function getReplayPaths<TLogic extends AnyActorLogic, TSystem>(
     describeState(plan.initial) +
     plan.steps.map((s) => ` -${describeEvent(s.event)}-> ${describeState(s.state)}`).join('') +
     (ignored ? ' (ignored)' : '');
-  const toPlan = (path: { steps: Array<{ event: TEvent; state: TSnapshot }> }) => {
+  /**
+   * Re-runs a path's events from the initial snapshot. The graph keeps one snapshot per
+   * serialized state, so with a coarse `serializeState` a path's later steps may have been
+   * computed from another snapshot with the same identity; re-running makes every expected
+   * snapshot the one the path really reaches, and re-derives by name (`describeEvent`) events
+   * whose payload depends on the snapshot. A step that is not realizable there drops the path.
+   */
+  const toPlan = (path: {
+    steps: Array<{ event: TEvent; state: TSnapshot }>;
+  }): Omit<Plan, 'kind'> | undefined => {
     // xstate/graph paths start with an `xstate.init` step holding the initial snapshot.
     const [first, ...rest] = path.steps;
     if (first === undefined) throw new Error('getReplayPaths: empty path');
-    return { initial: first.state, steps: rest };
+    const steps: Plan['steps'] = [];
+    let current = first.state;
+    for (const { event: planned } of rest) {
+      const name = describeEvent(planned);
+      const event = eventsIn(options, current).find((e) => describeEvent(e) === name) ?? planned;
+      if (options.filterEvents && !options.filterEvents(current, event)) return undefined;
+      current = step(current, event);
+      steps.push({ event, state: current });
+    }
+    return { initial: first.state, steps };
   };
-  const add = (kind: PathKind, plan: Omit<Plan, 'kind'>) => {
+  const add = (kind: PathKind, plan: Omit<Plan, 'kind'> | undefined) => {
+    if (plan === undefined) return;
     const name = nameOf(plan, kind === 'ignored');
     if (!plans.has(name)) plans.set(name, { kind, ...plan });
   };
 
   const graphOptions = traversal as unknown as Parameters<typeof getShortestPaths<TLogic>>[1];
-  const shortest = getShortestPaths(logic, graphOptions).map((path) =>
-    toPlan(path as unknown as { steps: Array<{ event: TEvent; state: TSnapshot }> }),
+  const shortest = getShortestPaths(logic, graphOptions).flatMap(
+    (path) =>
+      toPlan(path as unknown as { steps: Array<{ event: TEvent; state: TSnapshot }> }) ?? [],
   );
   if (kinds.has('shortest')) for (const plan of shortest) add('shortest', plan);
   if (kinds.has('simple')) {
