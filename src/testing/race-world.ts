@@ -60,7 +60,12 @@ export interface RunRecord {
   readonly licences: Set<Licence>;
 }
 
-/** A violated invariant, with the facts that show it. */
+/**
+ * A violated invariant of a race property, with the facts that show it.
+ *
+ * @remarks Its message names the step after which the invariant failed, what was wrong, and
+ * the steps of the sequence so far; the property's report adds the seed and path to replay it.
+ */
 export class RaceInvariantError extends Error {
   override readonly name = 'RaceInvariantError';
 }

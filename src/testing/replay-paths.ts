@@ -152,8 +152,12 @@ export class PathMismatchError extends Error {
  * Flattens a state value into dotted paths of every active state node: `{ RUNNING: 'working' }`
  * → `['RUNNING', 'RUNNING.working']`.
  *
+ * @remarks Parallel regions are all listed (`{ loop: 'idle', stop: 'open' }` →
+ * `['loop', 'loop.idle', 'stop', 'stop.open']`); the paths match `stateNode.path.join('.')`.
+ *
  * @param value - a snapshot's `value`
  * @returns the dotted paths, parents first
+ * @throws nothing
  */
 export function getStatePaths(value: StateValue): string[] {
   if (typeof value === 'string') return [value];
@@ -219,8 +223,12 @@ const environments = new WeakMap<object, unknown>();
 /**
  * The environment {@link withReactions} carries next to a snapshot.
  *
+ * @remarks Kept in a `WeakMap` keyed by the snapshot object, so it follows the snapshots the
+ * graph traversal keeps and costs nothing once they are gone.
+ *
  * @param snapshot - a snapshot produced by a logic from {@link withReactions}
  * @returns its environment, or `undefined` for a snapshot made elsewhere
+ * @throws nothing
  */
 export function getEnvironment<TEnv>(snapshot: object): TEnv | undefined {
   return environments.get(snapshot) as TEnv | undefined;
@@ -356,6 +364,9 @@ const eventsIn = <TLogic extends AnyActorLogic>(
 /**
  * Every state the traversal reaches, keyed by its serialization.
  *
+ * @remarks A breadth-first walk of `xstate/graph`'s adjacency map over the realizable events
+ * (`filterEvents`); one snapshot is kept per serialized state.
+ *
  * @param logic - a machine, or a machine composed with {@link withReactions}
  * @param options - {@link PathOptions}
  * @returns the reachable snapshots, in breadth-first order
@@ -466,6 +477,14 @@ export function getMachineCoverage<TLogic extends AnyActorLogic>(
 /**
  * Generates the paths to replay: shortest, simple and ignored-event paths, deduplicated by name
  * and sorted (shortest kind first, then by length and name).
+ *
+ * @remarks Paths come from `xstate/graph` (`getShortestPaths`, `getSimplePaths`) and are then
+ * re-run through `logic` from the initial snapshot, so each step's expected snapshot is the one
+ * that path really reaches even with a coarse `serializeState`; events whose payload depends on
+ * the snapshot are re-derived by name (`describeEvent`), and a path whose re-run meets an
+ * unrealizable step is left out. `replay()` builds a fresh system with `adapter.setup()`,
+ * compares `adapter.observe` with `adapter.expected` before the first event and after each one,
+ * and always calls `adapter.teardown`.
  *
  * @param logic - a machine, or a machine composed with {@link withReactions}
  * @param options - {@link ReplayPathsOptions}
@@ -601,6 +620,9 @@ export interface ReplayReport {
 
 /**
  * Generates every path (see {@link getReplayPaths}) and replays them one after another.
+ *
+ * @remarks Use {@link getReplayPaths} instead to get one test per path in your test runner;
+ * this form stops at the first divergence.
  *
  * @param logic - a machine, or a machine composed with {@link withReactions}
  * @param options - {@link ReplayPathsOptions}

@@ -122,8 +122,13 @@ interface Execution<TOutput> {
 /**
  * Creates a {@link ScriptedAgent}: a puppet whose executions wait for the test.
  *
+ * @remarks One agent serves any number of runs; each run's execution is driven by its run id.
+ * It never sleeps and never touches a clock: it settles exactly when the test says so (or, with
+ * `onAbort: 'reject'`, when its signal aborts), through `options.schedule` when given.
+ *
  * @param options - {@link ScriptedAgentOptions}
  * @returns the agent, to pass to `runtime.prepare({ agent })`, with its controls
+ * @throws nothing: a control for a run that has not executed yet is kept until it does
  * @example
  * ```ts
  * const agent = createScriptedAgent<string>();

@@ -66,6 +66,10 @@ const macrotask = (): Promise<void> => new Promise((resolve) => setImmediate(res
 /**
  * Creates a {@link TestClock} starting at time `start`.
  *
+ * @remarks Hand it to `createRuntime({ clock })`; every timer runplane arms (deadlines,
+ * escalations, grace periods, unwind budgets, idle clocks) then waits for the test to move time.
+ * Timers are never real: nothing fires while the test awaits something else.
+ *
  * @param start - the initial time, in ms (default 0)
  * @returns a fresh clock with no timer armed
  * @throws RangeError when `start` is not a finite number
