@@ -13,6 +13,7 @@ import {
   type Figure,
 } from './core.bench.js';
 import { turnLoopFigures } from './turn-loop.figures.js';
+import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
 
 const figures: Figure[] = [];
 const only = process.argv[2];
@@ -22,6 +23,9 @@ const suites: Array<[string, () => Promise<Figure | Figure[]>]> = [
   ['queue', queueScaling],
   ['memory', memory],
   ['turnloop', turnLoopFigures],
+  ['serve-latency', () => messageToFirstFrame()],
+  ['serve-fanout', () => fanOut()],
+  ['serve-sessions', () => manySessions()],
 ];
 for (const [name, suite] of suites) {
   if (only !== undefined && only !== name) continue;

@@ -68,8 +68,11 @@ export interface RunMachineContext {
   readonly cancelSeq: number;
   readonly interruptRequested: boolean;
   readonly interruptMessage: string | undefined;
-  /** Whether the agent executor was ever started (a run cancelled before RUNNING has none). */
-  readonly executorStarted: boolean;
+  /**
+   * The agent executor: `idle` (never started: a run cancelled before RUNNING has none),
+   * `running`, or `settled` (it returned or threw).
+   */
+  readonly executor: 'idle' | 'running' | 'settled';
   /** Set on entering CANCELLED. */
   readonly cause: CancelCause | undefined;
   /** A safe-point cancel that hit its deadline, or an immediate cancel that overrode one. */
@@ -200,7 +203,9 @@ export const runMachine = setup({
       isSafePointMatch(context.cancel.mode, event.kind),
     hasDeadline: ({ context }) => context.timeoutMs !== undefined,
     hasNoBudget: ({ context }) => context.timeoutMs === 0,
-    mustUnwind: ({ context }) => context.executorStarted,
+    mustUnwind: ({ context }) => context.executor === 'running',
+    /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
+    isCancellationError: () => false,
   },
   delays: {
     unwindTimeout: ({ context }) => context.unwindTimeoutMs,
@@ -219,7 +224,7 @@ export const runMachine = setup({
     cancelSeq: 0,
     interruptRequested: false,
     interruptMessage: undefined,
-    executorStarted: false,
+    executor: 'idle',
     cause: undefined,
     escalated: false,
     output: undefined,
@@ -266,7 +271,7 @@ export const runMachine = setup({
     RUNNING: {
       initial: 'working',
       entry: [
-        assign({ executorStarted: true }),
+        assign({ executor: 'running' }),
         { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
       on: {
@@ -325,6 +330,13 @@ export const runMachine = setup({
               { guard: 'contributes', actions: ['recordCancel', propagateCancel] },
             ],
             'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED' },
+            // The agent stopped on a cancellation (e.g. a nested run's, from this very cancel)
+            // before reaching its safe point: the pending cancel is what ended it.
+            'agent.error': {
+              guard: 'isCancellationError',
+              target: '#run.CANCELLED',
+              actions: assign({ executor: 'settled' }),
+            },
             'run.cancel_deadline': {
               target: '#run.CANCELLED',
               actions: [assign({ escalated: true }), abortExecutor],

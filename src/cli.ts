@@ -10,18 +10,21 @@ import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
 import { renderTimelinePage } from './inspect/timeline-page.js';
 import { parseTimelineTrace } from './inspect/timeline-transition.js';
+import { runServeCommand, serveUsage } from './server/serve-command.js';
 
 const usage = `Usage: runplane <command> [options]
 
 Commands:
+${serveUsage}
   demo                      run the lifecycle demo: queue, cancel, interrupt, safe-point cancel
   timeline <trace.jsonl>    render a recorded trace (createTimelineRecorder) as an offline HTML
                             page: one swimlane per run, grouped by session
 
-Options:
+Options of demo and timeline:
   --step-ms <ms>            demo: the toy agent's step time in milliseconds (default 150)
   -o, --out <file.html>     timeline: where to write the page (default: the trace name + .html)
   --title <text>            timeline: the page title (default "runplane timeline")
+
   -h, --help                show this help
 `;
 
@@ -44,6 +47,10 @@ async function timeline(tracePath: string | undefined, out: string | undefined, 
 }
 
 async function main(argv: string[]): Promise<number> {
+  // `serve` parses its own flags (src/server/serve-command.ts).
+  if (argv[0] === 'serve' && !argv.includes('--help') && !argv.includes('-h')) {
+    return runServeCommand(argv.slice(1));
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -367,7 +367,7 @@ export class AgentRun<TOutput = unknown> {
    */
   admit(): boolean {
     this.#send({ type: 'run.admit' });
-    return this.#actor.getSnapshot().context.executorStarted;
+    return this.#actor.getSnapshot().context.executor !== 'idle';
   }
 
   /** @internal The live nested runs. */

@@ -16,6 +16,7 @@ import { ApprovalBroker, type ApprovalDecision, type PendingApproval } from '../
 import { systemClock, unrefTimer, type Clock } from '../clock.js';
 import {
   InvalidArgumentError,
+  isCancellation,
   RunplaneError,
   SessionBusyError,
   ShuttingDownError,
@@ -290,6 +291,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
 
   const boundRunMachine = runMachine.provide({
     actors: { timer: fromClockTimer(clock) },
+    guards: {
+      isCancellationError: ({ event }) =>
+        event.type === 'agent.error' && isCancellation(event.error),
+    },
     actions: {
       startExecutor: (_, runId) => liveRuns.get(runId)?.execute(),
       abortExecutor: ({ context }, { cause, reason }) =>

@@ -198,6 +198,34 @@ describe('run lifecycle', () => {
     expect(await b.termination).toMatchObject({ status: 'CANCELLED', escalated: false });
   });
 
+  it("7. a parent that rethrows its nested run's cancellation during a recursive safe-point cancel is CANCELLED, not FAILED", async () => {
+    const { runtime } = createTestRuntime();
+    const gate = gatedAgent();
+    // The nested agent works, then reaches its safe point (where the propagated cancel lands).
+    const child: Agent<string, string> = {
+      async execute(input, ctx) {
+        await gate.agent.execute(input, ctx);
+        ctx.safePoint('afterToolCalls');
+        return 'not reached';
+      },
+    };
+    let nestedId = '';
+    const parent: Agent<string, string> = {
+      async execute(input, ctx) {
+        const nested = ctx.spawn(child, input);
+        nestedId = nested.id;
+        return nested.result(); // rejects with the nested run's RUN_CANCELLED
+      },
+    };
+    const run = runtime.prepare({ ...owner, agent: parent, input: 'x' });
+    run.start();
+    await tick();
+    await gate.started(nestedId);
+    run.cancel({ mode: CancelMode.AfterToolCalls, recursive: true });
+    gate.complete(nestedId, 'worked');
+    expect(await run.termination).toMatchObject({ status: 'CANCELLED', unsettled: false });
+  });
+
   it('8. timeoutMs counts queue time: a run that waits past its deadline never runs', async () => {
     const { runtime, clock } = createTestRuntime();
     const gate = gatedAgent();

@@ -3,10 +3,16 @@
  * native addon, built from source at install when no prebuilt binary can be fetched).
  *
  * A short tour:
- * - {@link createSqliteSessionStore} keeps each session's conversation history; hand it to
- *   `createRuntime({ stores: { sessionStore } })`.
- * - {@link createSqliteCheckpointStore} opens a database file in WAL mode and gives a
- *   `CheckpointStore` for `createTurnLoop({ store, checkpointId })`. Close it when done.
+ * - {@link openSqliteDatabase} opens one database file in WAL mode for every store;
+ *   {@link applySqliteMigrations} lets each store create its tables once.
+ * - {@link createSqliteEventLog} is the per-session event log (`seq` survives restarts);
+ *   {@link createSqliteSessionStore} keeps each session's conversation history;
+ *   {@link createSqliteInbox} queues hints. Hand them to
+ *   `createRuntime({ stores: { eventLog, sessionStore, inbox } })`.
+ * - {@link createSqliteSessionRecords} and {@link createSqliteRunRecords} are what
+ *   `runplane serve` remembers of sessions (owner, strategy) and runs (status, outcome).
+ * - {@link createSqliteCheckpointStore} gives a `CheckpointStore` for
+ *   `createTurnLoop({ store, checkpointId })` (its own file, or a shared one). Close it when done.
  *
  * @module
  */
@@ -17,3 +23,13 @@ export type {
   SqliteCheckpointStore,
   SqliteCheckpointStoreOptions,
 } from './sqlite-checkpoint-store.js';
+export { applySqliteMigrations, openSqliteDatabase } from './database.js';
+export type { OpenSqliteDatabaseOptions, SqliteMigration } from './database.js';
+export { createSqliteEventLog, eventLogMigrations } from './event-log.js';
+export type { SqliteEventLog, SqliteEventLogOptions } from './event-log.js';
+export { createSqliteInbox, inboxMigrations } from './inbox.js';
+export type { SqliteInbox, SqliteInboxOptions } from './inbox.js';
+export { createSqliteRunRecords, runRecordMigrations } from './run-records.js';
+export { createSqliteSessionRecords, sessionRecordMigrations } from './session-records.js';
+export type { RunRecord, RunRecordOutcome, RunRecords } from '../run-records.js';
+export type { SessionRecord, SessionRecords } from '../session-records.js';

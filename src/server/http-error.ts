@@ -1,0 +1,107 @@
+/**
+ * HTTP errors of the service: every error answer is JSON `{ error: { code, message, ... } }`
+ * with a stable snake_case `code`.
+ *
+ * @module
+ */
+import { RunplaneError } from '../errors.js';
+
+/** The `code` of an error answer. */
+export type HttpErrorCode =
+  | 'unauthorized'
+  | 'not_found'
+  | 'invalid_json'
+  | 'invalid_body'
+  | 'invalid_event'
+  | 'invalid_run_id'
+  | 'invalid_query'
+  | 'invalid_last_event_id'
+  | 'payload_too_large'
+  | 'session_busy'
+  | 'shutting_down'
+  | 'store_failed'
+  | 'internal';
+
+/** The HTTP status each {@link HttpErrorCode} is answered with. */
+export const statusOfCode: Readonly<
+  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 500 | 503>
+> = {
+  unauthorized: 401,
+  not_found: 404,
+  invalid_json: 400,
+  invalid_body: 400,
+  invalid_event: 400,
+  invalid_run_id: 400,
+  invalid_query: 400,
+  invalid_last_event_id: 400,
+  payload_too_large: 413,
+  session_busy: 409,
+  shutting_down: 503,
+  store_failed: 500,
+  internal: 500,
+};
+
+/**
+ * An error the service answers with; thrown inside handlers, turned into a JSON response by
+ * the app's error handler.
+ *
+ * @remarks `details` are extra fields of the `error` object (e.g. `active_run_id`, `events`);
+ * `extra` are extra top-level fields of the body (e.g. the `results` applied before a 409).
+ */
+export class HttpError extends Error {
+  /**
+   * @param code - the {@link HttpErrorCode}; it fixes the status
+   * @param message - a human sentence
+   * @param details - extra fields of the `error` object
+   * @param extra - extra top-level fields of the body
+   */
+  constructor(
+    readonly code: HttpErrorCode,
+    message: string,
+    readonly details: Readonly<Record<string, unknown>> = {},
+    readonly extra: Readonly<Record<string, unknown>> = {},
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+
+  /** The HTTP status. */
+  get status(): number {
+    return statusOfCode[this.code];
+  }
+
+  /** The JSON body. */
+  toBody(): Record<string, unknown> {
+    return { error: { code: this.code, message: this.message, ...this.details }, ...this.extra };
+  }
+}
+
+/**
+ * Maps any thrown value to an {@link HttpError}: a `RunplaneError` by its code, anything else
+ * to `internal` (a bug: reported, never shown in detail).
+ *
+ * @param error - what was thrown
+ * @returns the error to answer with
+ */
+export function toHttpError(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof RunplaneError) {
+    switch (error.code) {
+      case 'SHUTTING_DOWN':
+        return new HttpError('shutting_down', 'the service is shutting down and takes no new work');
+      case 'SESSION_BUSY':
+        return new HttpError('session_busy', error.message, {
+          active_run_id: (error as { activeRunId?: string }).activeRunId ?? null,
+        });
+      case 'STORE_FAILED':
+        return new HttpError('store_failed', error.message);
+      case 'INVALID_ARGUMENT':
+        return new HttpError('invalid_body', error.message);
+      case 'NOT_FOUND':
+        return new HttpError('not_found', error.message);
+      default:
+        break;
+    }
+  }
+  return new HttpError('internal', 'an internal error occurred');
+}

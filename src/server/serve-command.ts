@@ -1,0 +1,155 @@
+/**
+ * The `runplane serve` command: flags and environment variables (util.parseArgs), then
+ * {@link startServer} until SIGTERM or SIGINT.
+ *
+ * @module
+ */
+import { parseArgs } from 'node:util';
+import { InvalidArgumentError, RunplaneError } from '../errors.js';
+import { serveUntilSignal, startServer, type ServeOptions } from './serve.js';
+
+/** The help text of `runplane serve` (also part of `runplane --help`). */
+export const serveUsage = `  serve           start the HTTP session-events service and its chat page
+
+Options of serve (a flag wins over its environment variable):
+  --host <host>             interface to listen on           RUNPLANE_HOST    (default 127.0.0.1)
+  --port <port>             TCP port, 0 for any free one     RUNPLANE_PORT    (default 8787)
+  --db <path>               SQLite database file             RUNPLANE_DB      (default ./.runplane/runplane.db)
+  --tokens <list>           Bearer tokens "token:owner,..."  RUNPLANE_TOKENS  (default: a dev token for
+                            owner "dev", created once per database and printed at start)
+  --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
+  --heartbeat-ms <ms>       SSE heartbeat comment interval   RUNPLANE_HEARTBEAT_MS (default 15000)
+  --chunk-delay-ms <ms>     demo model pause per word        RUNPLANE_CHUNK_DELAY_MS (default 60)
+  --confirm-tools <list>    demo tools that ask first        RUNPLANE_CONFIRM_TOOLS (default clock;
+                            "none" for none; names: calculator, clock)
+  --run-timeout-ms <ms>     total budget of each run         RUNPLANE_RUN_TIMEOUT_MS (default none)
+  --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
+  --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
+                            its key comes from OPENAI_API_KEY (default "none", for local servers)
+`;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const integer = (name: string, text: string | undefined, min: number, max: number) => {
+  if (text === undefined) return undefined;
+  const value = /^\d+$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
+};
+
+/**
+ * Turns `serve` arguments and environment variables into {@link ServeOptions}.
+ *
+ * @param args - the arguments after `serve`
+ * @param env - the environment (`process.env`)
+ * @returns the options
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the bad flag or variable
+ * @throws `TypeError` (code `ERR_PARSE_ARGS_UNKNOWN_OPTION` and friends) from util.parseArgs
+ *   for an unknown flag or a missing value
+ */
+export function parseServeArgs(args: readonly string[], env: Env): ServeOptions {
+  const { values } = parseArgs({
+    args: [...args],
+    allowPositionals: false,
+    strict: true,
+    options: {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      db: { type: 'string' },
+      tokens: { type: 'string' },
+      'grace-ms': { type: 'string' },
+      'heartbeat-ms': { type: 'string' },
+      'chunk-delay-ms': { type: 'string' },
+      'confirm-tools': { type: 'string' },
+      'run-timeout-ms': { type: 'string' },
+      'openai-base-url': { type: 'string' },
+      model: { type: 'string' },
+    },
+  });
+  const pick = (flag: keyof typeof values, variable: string) => {
+    const value = values[flag] ?? env[variable];
+    return value === '' ? undefined : value;
+  };
+  const confirmText = pick('confirm-tools', 'RUNPLANE_CONFIRM_TOOLS');
+  const confirmTools =
+    confirmText === undefined
+      ? undefined
+      : confirmText.trim() === 'none'
+        ? []
+        : confirmText.split(',').map((name) => name.trim());
+  const baseURL = pick('openai-base-url', 'OPENAI_BASE_URL');
+  const model = pick('model', 'RUNPLANE_MODEL');
+  if (baseURL !== undefined && model === undefined) {
+    throw new InvalidArgumentError(
+      'model',
+      'expected `--model` or RUNPLANE_MODEL with an OpenAI base URL, got nothing',
+    );
+  }
+  return {
+    host: pick('host', 'RUNPLANE_HOST'),
+    port: integer('port', pick('port', 'RUNPLANE_PORT'), 0, 65_535),
+    dbPath: pick('db', 'RUNPLANE_DB'),
+    tokens: pick('tokens', 'RUNPLANE_TOKENS'),
+    graceMs: integer('grace-ms', pick('grace-ms', 'RUNPLANE_GRACE_MS'), 0, 3_600_000),
+    heartbeatMs: integer(
+      'heartbeat-ms',
+      pick('heartbeat-ms', 'RUNPLANE_HEARTBEAT_MS'),
+      1,
+      3_600_000,
+    ),
+    chunkDelayMs: integer(
+      'chunk-delay-ms',
+      pick('chunk-delay-ms', 'RUNPLANE_CHUNK_DELAY_MS'),
+      0,
+      60_000,
+    ),
+    confirmTools,
+    runTimeoutMs: integer(
+      'run-timeout-ms',
+      pick('run-timeout-ms', 'RUNPLANE_RUN_TIMEOUT_MS'),
+      1,
+      86_400_000,
+    ),
+    openai:
+      baseURL === undefined || model === undefined
+        ? undefined
+        : { baseURL, model, apiKey: env.OPENAI_API_KEY || 'none' },
+  };
+}
+
+/**
+ * Runs `runplane serve` until SIGTERM or SIGINT.
+ *
+ * @param args - the arguments after `serve`
+ * @param env - the environment @default process.env
+ * @returns the exit code: 0 after a drained shutdown, 1 when runs had to be cancelled, 2 for a
+ *   bad flag or variable (the problem is printed to stderr)
+ */
+export async function runServeCommand(
+  args: readonly string[],
+  env: Env = process.env,
+): Promise<number> {
+  let options: ServeOptions;
+  try {
+    options = parseServeArgs(args, env);
+  } catch (error) {
+    process.stderr.write(
+      `runplane serve: ${error instanceof Error ? error.message : String(error)}\n\n${serveUsage}`,
+    );
+    return 2;
+  }
+  let server;
+  try {
+    server = await startServer(options);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`runplane serve: ${message}\n`);
+    return error instanceof RunplaneError && error.code === 'INVALID_ARGUMENT' ? 2 : 1;
+  }
+  return serveUntilSignal(server, { graceMs: options.graceMs });
+}

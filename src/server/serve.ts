@@ -1,0 +1,352 @@
+/**
+ * `runplane serve` as a function: SQLite stores in one WAL database, crash recovery, the
+ * runtime, the default agent, the HTTP service on @hono/node-server, and graceful shutdown.
+ *
+ * @module
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import type Database from 'better-sqlite3';
+import { createOpenAIModel } from '../agent/openai-model.js';
+import type { Clock } from '../clock.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { Agent } from '../run/agent.js';
+import { createRuntime, type Runtime } from '../runtime/create-runtime.js';
+import { createTimelineHub } from '../inspect/timeline-hub.js';
+import {
+  applySqliteMigrations,
+  openSqliteDatabase,
+  type SqliteMigration,
+} from '../stores/sqlite/database.js';
+import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
+import { createSqliteInbox } from '../stores/sqlite/inbox.js';
+import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
+import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
+import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
+import { createDevToken, createTokenAuthenticator, parseTokenList } from './auth.js';
+import { createDemoAgent } from './demo-agent.js';
+import { recoverCrashedRuns, type CrashedRun } from './recover.js';
+import { createServiceApp, type Service } from './service-app.js';
+
+/** An OpenAI-compatible endpoint for the default agent. */
+export interface OpenAIEndpoint {
+  /** The API root, e.g. `http://127.0.0.1:8000/v1`. */
+  readonly baseURL: string;
+  /** The bearer key; a local server may accept any non-empty string. */
+  readonly apiKey: string;
+  /** The model name. */
+  readonly model: string;
+}
+
+/** Options of {@link startServer}. Every field is optional. */
+export interface ServeOptions {
+  /** The interface to listen on. @default '127.0.0.1' */
+  readonly host?: string;
+  /** The TCP port; 0 picks a free one. @default 8787 */
+  readonly port?: number;
+  /** The SQLite database file (its folder is created). @default './.runplane/runplane.db' */
+  readonly dbPath?: string;
+  /**
+   * Bearer tokens as `token:owner,token:owner`. Without it, a dev token for owner `dev` is
+   * created once per database and printed at start.
+   */
+  readonly tokens?: string;
+  /** How long shutdown lets running runs finish before cancelling them, in ms. @default 10000 */
+  readonly graceMs?: number;
+  /** Interval of SSE heartbeat comments, in ms. @default 15000 */
+  readonly heartbeatMs?: number;
+  /** The demo model's pause before each streamed word, in ms. @default 60 */
+  readonly chunkDelayMs?: number;
+  /** The demo tools that ask for confirmation first. @default ['clock'] */
+  readonly confirmTools?: readonly string[];
+  /** Total budget of each run, queue time included, in ms. @default none */
+  readonly runTimeoutMs?: number;
+  /** Use an OpenAI-compatible model instead of the scripted demo model. */
+  readonly openai?: OpenAIEndpoint;
+  /** Run this agent instead of the default one (tests, embedding). */
+  readonly agent?: Agent<string, unknown>;
+  /** The clock of the runtime, the demo model and the heartbeats. @default the system clock */
+  readonly clock?: Clock;
+  /** Where startup lines go. @default stdout */
+  readonly log?: (line: string) => void;
+  /** Receives unexpected errors. @default console.error */
+  readonly reportError?: (error: unknown) => void;
+}
+
+/** A running server. */
+export interface RunningServer {
+  /** The base URL, e.g. `http://127.0.0.1:8787`. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  /** The dev token, when no tokens were configured. */
+  readonly devToken: string | undefined;
+  /** Runs the previous process left unfinished, now FAILED with cause `crashed`. */
+  readonly recovered: readonly CrashedRun[];
+  readonly runtime: Runtime;
+  readonly service: Service;
+  /**
+   * Shuts down gracefully (idempotent): new work gets 503, queued runs are cancelled, running
+   * ones interrupted; after `graceMs` what is left is cancelled; then SSE streams end, the
+   * socket closes and the database is closed.
+   *
+   * @returns `{ drained }`: whether every running run finished within the grace period
+   */
+  shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean }>;
+}
+
+const settingsMigrations: readonly SqliteMigration[] = [
+  {
+    id: 'serve/1',
+    sql: `CREATE TABLE runplane_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;`,
+  },
+];
+
+/** The dev token of this database: created on first start, the same on every later one. */
+function devTokenOf(db: Database.Database): string {
+  applySqliteMigrations(db, settingsMigrations);
+  const read = db.prepare<[], { value: string }>(
+    "SELECT value FROM runplane_settings WHERE key = 'dev_token'",
+  );
+  const existing = read.get()?.value;
+  if (existing !== undefined) return existing;
+  const token = createDevToken();
+  db.prepare("INSERT INTO runplane_settings (key, value) VALUES ('dev_token', ?)").run(token);
+  return token;
+}
+
+const checkDuration = (name: string, value: number | undefined, positive = false) => {
+  if (value === undefined) return;
+  if (!Number.isFinite(value) || value < 0 || (positive && value === 0)) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be a ${positive ? 'positive' : 'non-negative'} number of milliseconds, got ${String(value)}`,
+    );
+  }
+};
+
+function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+/**
+ * Closes the listening socket: idle connections at once, the others once no request is being
+ * answered (SSE streams were ended before), and any left after 2 s.
+ */
+function closeServer(server: Server, inFlight: () => number): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+    const deadline = Date.now() + 2_000;
+    const sweep = () => {
+      if (inFlight() === 0 || Date.now() >= deadline) server.closeAllConnections();
+      else setImmediate(sweep);
+    };
+    setImmediate(sweep);
+  });
+}
+
+/**
+ * Starts `runplane serve`.
+ *
+ * @remarks Opens (or creates) the database, marks runs a dead process left unfinished as
+ * FAILED with cause `crashed` (see {@link recoverCrashedRuns}), then listens. All stores share
+ * the one database: the event log, session histories, the inbox, session and run records.
+ *
+ * @param options - {@link ServeOptions}
+ * @returns the {@link RunningServer} once it listens
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad option (e.g. a bad token
+ *   list)
+ * @throws {@link RunplaneError} (`STORE_FAILED`) when the database cannot be opened
+ * @throws the listen error (e.g. `EADDRINUSE`) when the port cannot be bound; the database is
+ *   closed again
+ * @example
+ * ```ts
+ * const server = await startServer({ port: 0, dbPath: '/tmp/runplane.db' });
+ * console.log(server.url, server.devToken);
+ * await server.shutdown();
+ * ```
+ */
+export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? 8787;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new InvalidArgumentError('port', `expected \`port\` to be 0-65535, got ${String(port)}`);
+  }
+  checkDuration('graceMs', options.graceMs);
+  checkDuration('heartbeatMs', options.heartbeatMs, true);
+  checkDuration('chunkDelayMs', options.chunkDelayMs);
+  checkDuration('runTimeoutMs', options.runTimeoutMs, true);
+  const tokenMap = options.tokens === undefined ? undefined : parseTokenList(options.tokens);
+  const dbPath = options.dbPath ?? './.runplane/runplane.db';
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const reportError =
+    options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
+
+  const db = openSqliteDatabase({ path: dbPath });
+  try {
+    const eventLog = createSqliteEventLog({ database: db });
+    const sessionStore = createSqliteSessionStore({ database: db });
+    const inbox = createSqliteInbox({ database: db });
+    const sessions = createSqliteSessionRecords({ database: db });
+    const runs = createSqliteRunRecords({ database: db });
+    const devToken = tokenMap === undefined ? devTokenOf(db) : undefined;
+    const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
+
+    const timeline = createTimelineHub({ clock: options.clock, onError: reportError });
+    const runtime = createRuntime({
+      clock: options.clock,
+      stores: { eventLog, sessionStore, inbox },
+      inspect: timeline.inspect,
+      reportError,
+    });
+    const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
+    const agent =
+      options.agent ??
+      createDemoAgent({
+        clock: runtime.clock,
+        chunkDelayMs: options.chunkDelayMs,
+        confirmTools: options.confirmTools,
+        model: options.openai === undefined ? undefined : createOpenAIModel(options.openai),
+      });
+    const service = createServiceApp({
+      runtime,
+      agent,
+      sessions,
+      runs,
+      authenticate,
+      heartbeatMs: options.heartbeatMs,
+      runTimeoutMs: options.runTimeoutMs,
+      reportError,
+      timeline,
+    });
+
+    let inFlight = 0;
+    const server = createAdaptorServer({
+      fetch: async (request: Request) => {
+        inFlight++;
+        try {
+          return await service.fetch(request);
+        } finally {
+          inFlight--;
+        }
+      },
+      hostname: host,
+    }) as Server;
+    let address: AddressInfo;
+    try {
+      address = await listen(server, port, host);
+    } catch (error) {
+      await runtime.shutdown({ graceMs: 0 });
+      throw error;
+    }
+    const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    const url = `http://${shownHost}:${address.port}`;
+
+    log(`runplane serve: database ${dbPath}`);
+    log(
+      `  agent: ${
+        options.agent !== undefined
+          ? 'custom'
+          : options.openai !== undefined
+            ? `ReAct on ${options.openai.model} at ${options.openai.baseURL}`
+            : 'ReAct on the scripted demo model'
+      }; tools calculator, clock (confirmation: ${(options.confirmTools ?? ['clock']).join(', ') || 'none'})`,
+    );
+    if (devToken !== undefined) {
+      log(`  dev token (owner "dev"): ${devToken}`);
+      log(`  chat page: ${url}/#token=${devToken}`);
+    } else {
+      log(`  tokens: ${tokenMap?.size ?? 0} configured; chat page: ${url}/`);
+    }
+    if (recovered.length > 0) {
+      log(
+        `  recovered ${recovered.length} run(s) the previous process left unfinished: FAILED, cause crashed`,
+      );
+    }
+
+    // Last, so that a reader waiting for it has every line above.
+    log(`runplane serve: listening on ${url}`);
+
+    let stopping: Promise<{ drained: boolean }> | undefined;
+    const shutdown = (shutdownOptions: { graceMs?: number } = {}) => {
+      stopping ??= (async () => {
+        service.drain();
+        const { drained } = await runtime.shutdown({
+          graceMs: shutdownOptions.graceMs ?? options.graceMs ?? 10_000,
+        });
+        service.closeStreams();
+        await closeServer(server, () => inFlight);
+        eventLog.close();
+        db.close();
+        return { drained };
+      })();
+      return stopping;
+    };
+
+    return {
+      url,
+      host,
+      port: address.port,
+      devToken,
+      recovered,
+      runtime,
+      service,
+      shutdown,
+    };
+  } catch (error) {
+    if (db.open) db.close();
+    throw error;
+  }
+}
+
+/**
+ * Waits for SIGTERM or SIGINT, then shuts `server` down gracefully. A second signal exits
+ * the process at once with code 1.
+ *
+ * @param server - the running server
+ * @param options - `graceMs`: the grace period, in ms; `log`: where to report
+ * @returns the exit code once the server has stopped: 0 when it drained, 1 when runs had to
+ *   be cancelled or the shutdown failed
+ */
+export function serveUntilSignal(
+  server: RunningServer,
+  options: { graceMs?: number; log?: (line: string) => void } = {},
+): Promise<number> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  return new Promise<number>((resolve) => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalled) {
+        log(`runplane serve: ${signal} again, exiting now`);
+        process.exit(1);
+      }
+      signalled = true;
+      log(`runplane serve: ${signal}, shutting down (new work gets 503)`);
+      server.shutdown({ graceMs: options.graceMs }).then(
+        ({ drained }) => {
+          log(`runplane serve: stopped (${drained ? 'drained' : 'runs were cancelled'})`);
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
+          resolve(drained ? 0 : 1);
+        },
+        (error: unknown) => {
+          log(
+            `runplane serve: shutdown failed: ${error instanceof Error ? error.message : String(error)}`,
+          );
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,185 @@
+/**
+ * Server-sent events for a session's event log: frames with `id: <seq>`, heartbeat comments,
+ * an error frame on failure, and a clean close when the client goes (DESIGN.md §11).
+ *
+ * @module
+ */
+import type { Clock } from '../clock.js';
+import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
+
+/** An event as the HTTP API shows it (snake_case, `run_id` null when none). */
+export interface EventJson {
+  readonly seq: number;
+  readonly id: string;
+  readonly session_id: string;
+  readonly run_id: string | null;
+  readonly type: string;
+  readonly payload: Readonly<Record<string, unknown>>;
+  readonly at: number;
+}
+
+/** Converts a logged event to its JSON form. */
+export function toEventJson(event: RunplaneEvent): EventJson {
+  return {
+    seq: event.seq,
+    id: event.id,
+    session_id: event.sessionId,
+    run_id: event.runId ?? null,
+    type: event.type,
+    payload: event.payload,
+    at: event.at,
+  };
+}
+
+const lineBreak = /[\r\n]/;
+
+/**
+ * Formats one SSE frame: `id: <seq>`, `event: <type>`, `data: <json>`, blank line.
+ *
+ * @remarks The data is one line of JSON. A type holding CR or LF could forge fields, so its
+ * `event:` line is left out (the type is still in the data); `id` is a number.
+ *
+ * @param event - the logged event
+ * @returns the frame text
+ */
+export function formatEventFrame(event: RunplaneEvent): string {
+  const eventLine = lineBreak.test(event.type) ? '' : `event: ${event.type}\n`;
+  return `id: ${event.seq}\n${eventLine}data: ${JSON.stringify(toEventJson(event))}\n\n`;
+}
+
+/** The heartbeat comment frame. */
+export const heartbeatFrame = ': heartbeat\n\n';
+
+/**
+ * Formats the error frame sent before a stream closes on a failure.
+ *
+ * @param code - the error code, e.g. `store_failed`
+ * @param message - a human sentence
+ * @returns `event: error` with `data: {"error":{"code","message"}}`
+ */
+export function formatErrorFrame(code: string, message: string): string {
+  return `event: error\ndata: ${JSON.stringify({ error: { code, message } })}\n\n`;
+}
+
+/** Options of {@link createEventStream}. */
+export interface EventStreamOptions {
+  readonly eventLog: EventLog;
+  readonly key: SessionKey;
+  /** Exclusive `seq` cursor to resume after. */
+  readonly after: number;
+  /** Only these event types; `undefined` for all. */
+  readonly types: readonly string[] | undefined;
+  /** The clock the heartbeat runs on. */
+  readonly clock: Clock;
+  /** Interval of heartbeat comments, in ms (a positive number). */
+  readonly heartbeatMs: number;
+  /** Aborted when the client disconnects (the request's signal) or the service closes streams. */
+  readonly signal: AbortSignal;
+  /** Called once when the stream has closed, whatever the reason. */
+  readonly onClose?: () => void;
+  /** Receives a failure of the log (it is also sent as an error frame). */
+  readonly reportError?: (error: unknown) => void;
+}
+
+/**
+ * Creates the body of an SSE response that replays a session's log after `after` and follows
+ * it live.
+ *
+ * @remarks Only reads the log: closing it, for any reason, never touches a run. It closes when
+ * `signal` aborts, when the reader cancels (the client went away), or after an error frame
+ * when the log fails. Writes wait while the reader's queue is full (backpressure).
+ *
+ * @param options - {@link EventStreamOptions}
+ * @returns a byte stream of SSE frames
+ */
+export function createEventStream(options: EventStreamOptions): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const stop = new AbortController();
+  let heartbeat: unknown;
+  let closed = false;
+  let wakeWriter: (() => void) | undefined;
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+
+  const finish = (closeController: boolean) => {
+    if (closed) return;
+    closed = true;
+    stop.abort();
+    options.signal.removeEventListener('abort', onAbort);
+    if (heartbeat !== undefined) options.clock.clearTimeout(heartbeat);
+    wakeWriter?.();
+    if (closeController) {
+      try {
+        controller.close();
+      } catch {
+        // Already closed or errored by the reader.
+      }
+    }
+    options.onClose?.();
+  };
+  const onAbort = () => finish(true);
+
+  const write = (text: string) => {
+    if (!closed) controller.enqueue(encoder.encode(text));
+  };
+  const armHeartbeat = () => {
+    heartbeat = options.clock.setTimeout(() => {
+      heartbeat = undefined;
+      if (closed) return;
+      write(heartbeatFrame);
+      armHeartbeat();
+    }, options.heartbeatMs);
+  };
+  const roomToWrite = (): Promise<void> | undefined => {
+    if ((controller.desiredSize ?? 1) > 0) return undefined;
+    return new Promise<void>((resolve) => (wakeWriter = resolve));
+  };
+
+  const pump = async () => {
+    try {
+      for await (const event of options.eventLog.follow({ signal: stop.signal }, options.key, {
+        after: options.after,
+        types: options.types,
+      })) {
+        if (closed) break;
+        write(formatEventFrame(event));
+        await roomToWrite();
+      }
+    } catch (error) {
+      if (!closed) {
+        options.reportError?.(error);
+        write(
+          formatErrorFrame(
+            'store_failed',
+            `the event stream failed: ${error instanceof Error ? error.message : String(error)}`,
+          ),
+        );
+      }
+    } finally {
+      finish(true);
+    }
+  };
+
+  return new ReadableStream<Uint8Array>(
+    {
+      start(c) {
+        controller = c;
+        if (options.signal.aborted) {
+          finish(true);
+          return;
+        }
+        options.signal.addEventListener('abort', onAbort, { once: true });
+        armHeartbeat();
+        void pump();
+      },
+      pull() {
+        const wake = wakeWriter;
+        wakeWriter = undefined;
+        wake?.();
+      },
+      cancel() {
+        finish(false);
+      },
+    },
+    { highWaterMark: 256 },
+  );
+}

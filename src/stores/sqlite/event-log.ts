@@ -1,0 +1,372 @@
+/**
+ * The SQLite {@link EventLog}: per-session `seq` that survives restarts and never rewinds
+ * (DESIGN.md §10), with followers woken in process and served from a small tail buffer.
+ *
+ * @module
+ */
+import type Database from 'better-sqlite3';
+import { createIdSequence } from '../../ids.js';
+import { InvalidArgumentError, RunplaneError } from '../../errors.js';
+import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../../events/event-log.js';
+import { applySqliteMigrations, openSqliteDatabase, type SqliteMigration } from './database.js';
+
+/** Options of {@link createSqliteEventLog}: give `path` or an open `database`. */
+export interface SqliteEventLogOptions {
+  /** A database file path (created when missing), or `':memory:'`. */
+  readonly path?: string;
+  /** An open database to share (see `openSqliteDatabase`); the log then never closes it. */
+  readonly database?: Database.Database;
+  /** How many events one query of `follow` reads at most; a positive integer. @default 256 */
+  readonly followBatchSize?: number;
+  /**
+   * How many of each session's latest events are kept in memory for followers, and for how
+   * many sessions (least recently written dropped first); non-negative integers.
+   * @default { events: 64, sessions: 1000 }
+   */
+  readonly tail?: { readonly events?: number; readonly sessions?: number };
+}
+
+/** An {@link EventLog} on SQLite; `close()` closes the database it opened. */
+export interface SqliteEventLog extends EventLog {
+  /** Ends every `follow` iterator and closes the database when the log opened it. */
+  close(): void;
+}
+
+/** The schema of the event log. */
+export const eventLogMigrations: readonly SqliteMigration[] = [
+  {
+    id: 'event-log/1',
+    sql: `
+      CREATE TABLE runplane_events (
+        owner_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        run_id TEXT,
+        type TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, session_id, seq)
+      ) WITHOUT ROWID;
+      CREATE TABLE runplane_event_seqs (
+        owner_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, session_id)
+      ) WITHOUT ROWID;
+      -- The high-water mark of each session, in the same transaction as the insert: deleting
+      -- events never lowers it, so seq never rewinds.
+      CREATE TRIGGER runplane_events_high_water AFTER INSERT ON runplane_events BEGIN
+        INSERT INTO runplane_event_seqs (owner_id, session_id, last_seq)
+        VALUES (NEW.owner_id, NEW.session_id, NEW.seq)
+        ON CONFLICT (owner_id, session_id) DO UPDATE SET last_seq = max(last_seq, NEW.seq);
+      END;
+    `,
+  },
+  {
+    // `hasRun` (the registry's `ended` vs `not_found`) must not scan a long session.
+    id: 'event-log/2',
+    sql: `CREATE INDEX runplane_events_by_run ON runplane_events (owner_id, session_id, run_id);`,
+  },
+];
+
+interface EventRow {
+  seq: number;
+  id: string;
+  run_id: string | null;
+  type: string;
+  payload: string;
+  at: number;
+}
+
+/** What the log keeps in memory of one session. */
+interface SessionState {
+  lastSeq: number;
+  /** The latest events, oldest first, contiguous up to `lastSeq`. */
+  readonly tail: RunplaneEvent[];
+  readonly waiters: Set<() => void>;
+}
+
+const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
+
+const storeFailed = (operation: string, cause: unknown): RunplaneError =>
+  cause instanceof RunplaneError
+    ? cause
+    : new RunplaneError(
+        'STORE_FAILED',
+        `event log ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+        { cause },
+      );
+
+/** JSON of a payload; one that cannot be serialized is logged as a note saying so, never lost. */
+const payloadJson = (payload: Readonly<Record<string, unknown>>): string => {
+  try {
+    return JSON.stringify(payload);
+  } catch (error) {
+    return JSON.stringify({
+      unserializable: error instanceof Error ? error.message : String(error),
+    });
+  }
+};
+
+const matches = (event: RunplaneEvent, options: ReadOptions): boolean =>
+  (options.runId === undefined || event.runId === options.runId) &&
+  (options.types === undefined || options.types.includes(event.type));
+
+const count = (name: string, value: number | undefined, fallback: number, min: number) => {
+  const n = value ?? fallback;
+  if (!Number.isInteger(n) || n < min) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be an integer of at least ${min}, got ${String(value)}`,
+    );
+  }
+  return n;
+};
+
+/**
+ * Creates an event log on SQLite.
+ *
+ * @remarks `append` is one `INSERT` (one commit); a trigger keeps each session's high-water
+ * mark (`runplane_event_seqs`) in the same transaction, so `seq` stays strictly increasing
+ * across restarts and even if old events are deleted. The next `seq` is kept in memory: one
+ * process writes a database (a second writer process is not supported). `follow` replays from
+ * the table, then sleeps until an `append` of this log wakes it; a follower that is caught up
+ * is served from the session's in-memory tail, without a query.
+ *
+ * @param options - {@link SqliteEventLogOptions}
+ * @returns the log, with `close()`
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when neither or both of `path` and
+ *   `database` are given, or for a bad `followBatchSize` or `tail`
+ * @throws {@link RunplaneError} (`STORE_FAILED`) when the database cannot be opened or migrated;
+ *   `append` and `read` throw (reject) with it when a statement fails
+ * @example
+ * ```ts
+ * const database = openSqliteDatabase({ path: '.runplane/runplane.db' });
+ * const runtime = createRuntime({ stores: { eventLog: createSqliteEventLog({ database }) } });
+ * ```
+ */
+export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEventLog {
+  const nextEventId = createIdSequence();
+  if ((options.path === undefined) === (options.database === undefined)) {
+    throw new InvalidArgumentError(
+      'options',
+      'expected `options` to be exactly one of `path` and `database`, got ' +
+        (options.path === undefined ? 'neither' : 'both'),
+    );
+  }
+  const batchSize = count('followBatchSize', options.followBatchSize, 256, 1);
+  const tailEvents = count('tail.events', options.tail?.events, 64, 0);
+  const tailSessions = count('tail.sessions', options.tail?.sessions, 1_000, 0);
+  const owned = options.database === undefined;
+  const db = options.database ?? openSqliteDatabase({ path: options.path ?? '' });
+  applySqliteMigrations(db, eventLogMigrations);
+
+  const insert = db.prepare<
+    [string, string, number, string, string | null, string, string, number]
+  >(
+    `INSERT INTO runplane_events (owner_id, session_id, seq, id, run_id, type, payload, at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const select = db.prepare<
+    {
+      owner: string;
+      session: string;
+      after: number;
+      runId: string | null;
+      types: string | null;
+      limit: number;
+    },
+    EventRow
+  >(
+    `SELECT seq, id, run_id, type, payload, at FROM runplane_events
+     WHERE owner_id = @owner AND session_id = @session AND seq > @after
+       AND (@runId IS NULL OR run_id = @runId)
+       AND (@types IS NULL OR type IN (SELECT value FROM json_each(@types)))
+     ORDER BY seq LIMIT @limit`,
+  );
+  const selectLastSeq = db.prepare<[string, string], { last_seq: number }>(
+    'SELECT last_seq FROM runplane_event_seqs WHERE owner_id = ? AND session_id = ?',
+  );
+  const selectRun = db.prepare<[string, string, string], { one: number }>(
+    `SELECT 1 AS one FROM runplane_events WHERE owner_id = ? AND session_id = ? AND run_id = ?
+     LIMIT 1`,
+  );
+
+  /** Sessions written or followed lately, least recent first (a Map keeps insertion order). */
+  const states = new Map<string, SessionState>();
+  const closing = new AbortController();
+
+  const stateOf = (key: SessionKey): SessionState => {
+    const k = keyOf(key);
+    let state = states.get(k);
+    if (state !== undefined) {
+      states.delete(k); // move to the most recent end
+      states.set(k, state);
+      return state;
+    }
+    let lastSeq: number;
+    try {
+      lastSeq = selectLastSeq.get(key.ownerId, key.sessionId)?.last_seq ?? 0;
+    } catch (error) {
+      throw storeFailed('lastSeq', error);
+    }
+    state = { lastSeq, tail: [], waiters: new Set() };
+    states.set(k, state);
+    // Forget the least recent sessions nobody waits on; their state is reloaded from the table.
+    if (states.size > tailSessions) {
+      for (const [oldKey, old] of states) {
+        if (states.size <= tailSessions) break;
+        if (old.waiters.size === 0 && oldKey !== k) states.delete(oldKey);
+      }
+    }
+    return state;
+  };
+
+  const toEvent = (sessionId: string, row: EventRow): RunplaneEvent => {
+    let payload: Record<string, unknown>;
+    try {
+      payload = JSON.parse(row.payload) as Record<string, unknown>;
+    } catch (error) {
+      throw storeFailed(`read (event ${row.seq} has a payload that is not JSON)`, error);
+    }
+    return {
+      seq: row.seq,
+      id: row.id,
+      sessionId,
+      runId: row.run_id ?? undefined,
+      type: row.type,
+      payload,
+      at: row.at,
+    };
+  };
+
+  const readRows = (key: SessionKey, options: ReadOptions, limit: number): RunplaneEvent[] => {
+    try {
+      return select
+        .all({
+          owner: key.ownerId,
+          session: key.sessionId,
+          after: options.after ?? 0,
+          runId: options.runId ?? null,
+          types: options.types === undefined ? null : JSON.stringify(options.types),
+          limit,
+        })
+        .map((row) => toEvent(key.sessionId, row));
+    } catch (error) {
+      throw storeFailed('read', error);
+    }
+  };
+
+  /** Resolves on the next append to the session, or when `signal` aborts or the log closes. */
+  const nextAppend = (state: SessionState, signal: AbortSignal | undefined): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const wake = () => {
+        signal?.removeEventListener('abort', wake);
+        closing.signal.removeEventListener('abort', wake);
+        state.waiters.delete(wake);
+        resolve();
+      };
+      state.waiters.add(wake);
+      signal?.addEventListener('abort', wake, { once: true });
+      closing.signal.addEventListener('abort', wake, { once: true });
+    });
+
+  return {
+    append(_ctx, key, event) {
+      const state = stateOf(key);
+      const stored: RunplaneEvent = {
+        seq: state.lastSeq + 1,
+        id: nextEventId(),
+        sessionId: key.sessionId,
+        runId: event.runId,
+        type: event.type,
+        payload: event.payload ?? {},
+        at: event.at,
+      };
+      try {
+        insert.run(
+          key.ownerId,
+          key.sessionId,
+          stored.seq,
+          stored.id,
+          stored.runId ?? null,
+          stored.type,
+          payloadJson(stored.payload),
+          stored.at,
+        );
+      } catch (error) {
+        throw storeFailed('append', error);
+      }
+      state.lastSeq = stored.seq;
+      if (tailEvents > 0) {
+        state.tail.push(stored);
+        if (state.tail.length > tailEvents) state.tail.shift();
+      }
+      for (const wake of [...state.waiters]) wake();
+      return stored;
+    },
+
+    read(_ctx, key, readOptions = {}) {
+      try {
+        return Promise.resolve(
+          readRows(key, readOptions, readOptions.limit ?? Number.MAX_SAFE_INTEGER),
+        );
+      } catch (error) {
+        return Promise.reject(storeFailed('read', error));
+      }
+    },
+
+    async *follow(ctx, key, followOptions = {}) {
+      const signal = ctx.signal;
+      let after = followOptions.after ?? 0;
+      const stopped = () => signal?.aborted === true || closing.signal.aborted;
+      while (!stopped()) {
+        const state = stateOf(key);
+        const upTo = state.lastSeq;
+        const first = state.tail[0];
+        if (after < upTo && first !== undefined && first.seq <= after + 1) {
+          // Caught up: the rest is in the tail (events are only ever appended to it).
+          for (const event of state.tail.slice(after + 1 - first.seq)) {
+            after = event.seq;
+            if (!matches(event, followOptions)) continue;
+            yield event;
+            if (stopped()) return;
+          }
+          continue;
+        }
+        while (after < upTo && !stopped()) {
+          const batch = readRows(key, { ...followOptions, after }, batchSize);
+          for (const event of batch) {
+            after = event.seq;
+            yield event;
+            if (stopped()) return;
+          }
+          // A short batch read every match there was: everything up to `upTo` was seen.
+          if (batch.length < batchSize) after = Math.max(after, upTo);
+        }
+        if (stopped()) return;
+        const current = stateOf(key);
+        if (current.lastSeq > after) continue;
+        await nextAppend(current, signal);
+      }
+    },
+
+    hasRun(_ctx, key, runId) {
+      try {
+        return selectRun.get(key.ownerId, key.sessionId, runId) !== undefined;
+      } catch (error) {
+        throw storeFailed('hasRun', error);
+      }
+    },
+
+    lastSeq(_ctx, key) {
+      return stateOf(key).lastSeq;
+    },
+
+    close() {
+      closing.abort();
+      if (owned && db.open) db.close();
+    },
+  };
+}

@@ -1,0 +1,274 @@
+/**
+ * The default agent's parts: the safe calculator, the demo model's plan, the demo agent end to
+ * end on a simulated clock, auth helpers and crash recovery.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SimulatedClock } from 'xstate';
+import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/agent/messages.js';
+import { createMemoryEventLog } from '../../src/events/memory-event-log.js';
+import { createRuntime } from '../../src/runtime/create-runtime.js';
+import {
+  bearerToken,
+  createDevToken,
+  createTokenAuthenticator,
+  parseTokenList,
+} from '../../src/server/auth.js';
+import { evaluateArithmetic } from '../../src/server/calculator.js';
+import { createDemoAgent, createDemoTools, planDemoReply } from '../../src/server/demo-agent.js';
+import { recoverCrashedRuns } from '../../src/server/recover.js';
+import { parseServeArgs } from '../../src/server/serve-command.js';
+import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
+import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
+
+describe('evaluateArithmetic', () => {
+  it.each<[string, number]>([
+    ['6*7', 42],
+    ['(2 + 3) * 7', 35],
+    ['2^3^2', 512],
+    ['2**10', 1024],
+    ['-3 + +4', 1],
+    ['10 % 4', 2],
+    ['7 / 2', 3.5],
+    ['1e3 + .5', 1000.5],
+    ['sqrt(16) + abs(-2)', 6],
+    ['round(pi * 100)', 314],
+    ['2 × 3 ÷ 4 − 1', 0.5],
+    ['-2^2', -4],
+  ])('%s = %d', (expression, value) => {
+    expect(evaluateArithmetic(expression)).toBeCloseTo(value, 10);
+  });
+
+  it.each<[string, RegExp]>([
+    ['', /non-empty/],
+    ['1 +', /ends where a number was expected/],
+    ['(1 + 2', /expected "\)"/],
+    ['1 / 0', /division by zero/],
+    ['5 % 0', /division by zero/],
+    ['2 ^ 5000', /finite value/],
+    ['process.exit(1)', /character "\."/],
+    ['process', /unknown name "process"/],
+    ["require('fs')", /character "'"/],
+    ['1; 2', /character ";"/],
+    ['x'.repeat(501), /at most 500 characters/],
+    ['('.repeat(70) + '1' + ')'.repeat(70), /nested at most 64 levels/],
+    ['-'.repeat(100) + '1', /nested at most 64 levels/],
+    ['sqrt 4', /expected "\("/],
+    ['1 2', /unexpected "2"/],
+  ])('refuses %j with a typed error', (expression, message) => {
+    expect(() => evaluateArithmetic(expression)).toThrow(message);
+    expect(() => evaluateArithmetic(expression)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'expression' }),
+    );
+  });
+});
+
+describe('planDemoReply', () => {
+  const user = (content: string): ChatMessage => ({ role: 'user', content });
+  it('calls the calculator for arithmetic, the clock for the time, else replies at length', () => {
+    const calc = planDemoReply([user('what is (2 + 3) * 7?')]);
+    expect(calc.toolCalls).toEqual([
+      {
+        id: expect.stringMatching(/^toolu_/) as string,
+        name: 'calculator',
+        args: { expression: '(2 + 3) * 7' },
+      },
+    ]);
+    expect(planDemoReply([user('What time is it?')]).toolCalls[0]?.name).toBe('clock');
+    const long = planDemoReply([user('hello')]);
+    expect(long.toolCalls).toEqual([]);
+    expect(long.words.length).toBeGreaterThan(60);
+    expect(long.words.join('')).toMatch(/^You said: "hello"\. /);
+  });
+
+  it('summarizes tool results and acknowledges hints of the turn', () => {
+    const plan = planDemoReply([
+      user('6*7'),
+      {
+        role: 'assistant',
+        id: 'm1',
+        content: '',
+        toolCalls: [{ id: 't', name: 'calculator', arguments: '{}' }],
+      },
+      {
+        role: 'tool',
+        toolCallId: 't',
+        name: 'calculator',
+        content: '{"expression":"6*7","value":42}',
+        isError: false,
+      },
+      { role: 'user', content: 'be quick', hintId: 'h1' },
+    ]);
+    expect(plan).toEqual({
+      words: ['Noted: ', '"be ', 'quick". ', '6*7 ', '= ', '42.'],
+      toolCalls: [],
+    });
+  });
+});
+
+describe('createDemoAgent', () => {
+  it('computes with the calculator, streaming words on the clock', async () => {
+    const clock = new SimulatedClock();
+    const runtime = createRuntime({ clock });
+    const agent = createDemoAgent({ clock, chunkDelayMs: 10 });
+    const deltas: string[] = [];
+    runtime.onEvent((event) => {
+      if (event.type === 'agent.message_delta') deltas.push(String(event.payload.delta));
+    });
+    const run = runtime.prepare({ ownerId: 'u', sessionId: 's', agent, input: 'what is 6*7?' });
+    run.start();
+    const result = run.result();
+    for (let i = 0; i < 20; i++) {
+      clock.increment(10);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect((await result).reply).toBe('6*7 = 42.');
+    expect(deltas).toEqual(['Let ', 'me ', 'calculate ', 'that.', '6*7 ', '= ', '42.']);
+    await runtime.shutdown({ graceMs: 0 });
+  });
+
+  it('refuses an unknown tool name to confirm', () => {
+    expect(() => createDemoTools({ confirm: ['shell'] })).toThrow(/calculator and clock/);
+  });
+});
+
+describe('auth helpers', () => {
+  it('parses token:owner lists and authenticates by digest', () => {
+    const tokens = parseTokenList(' alice-secret:alice , bob-secret-2:bob:admin ');
+    expect([...tokens]).toEqual([
+      ['alice-secret', 'alice'],
+      ['bob-secret-2', 'bob:admin'],
+    ]);
+    const authenticate = createTokenAuthenticator(tokens);
+    expect(authenticate('alice-secret')).toBe('alice');
+    expect(authenticate('alice-secreT')).toBeUndefined();
+    expect(authenticate('')).toBeUndefined();
+    expect(createDevToken()).toMatch(/^rp_dev_[\w-]{32}$/);
+    expect(bearerToken('bearer abc')).toBe('abc');
+    expect(bearerToken('Bearer a b')).toBeUndefined();
+  });
+
+  it.each(['', 'short:me', 'no-owner-here', 'tok-ok-1:alice,tok-ok-1:bob', 'spaced token:alice'])(
+    'refuses the token list %j without echoing secrets',
+    (spec) => {
+      expect(() => parseTokenList(spec)).toThrow(/INVALID_ARGUMENT/);
+      try {
+        parseTokenList(spec);
+      } catch (error) {
+        if (spec.includes('tok-ok-1')) expect(String(error)).not.toContain('tok-ok-1');
+      }
+    },
+  );
+});
+
+describe('recoverCrashedRuns', () => {
+  it('marks unfinished runs FAILED (cause crashed) from their last logged status, after the last seq', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'runplane-recover-'));
+    const db = openSqliteDatabase({ path: join(dir, 'r.db') });
+    const runs = createSqliteRunRecords({ database: db });
+    const eventLog = createMemoryEventLog();
+    const key = { ownerId: 'alice', sessionId: 's1' };
+    const status = (runId: string, from: string, to: string) =>
+      eventLog.append({}, key, { type: 'run.status', runId, payload: { from, to }, at: 1 });
+    for (const runId of ['r1', 'r2', 'r3', 'r4', 'r5']) {
+      runs.create({ runId, ...key, input: runId, at: 1 });
+    }
+    status('r1', 'CREATED', 'QUEUED');
+    status('r1', 'QUEUED', 'RUNNING');
+    status('r2', 'CREATED', 'QUEUED');
+    runs.finish('r3', { status: 'COMPLETED', reason: 'completed' }, 2);
+    // r4 ended (cancelled) but its agent had not settled when the process died.
+    status('r4', 'RUNNING', 'CANCELLED');
+    eventLog.append({}, key, {
+      type: 'run.cancelled',
+      runId: 'r4',
+      payload: { cause: 'cancel', escalated: false, reason: 'user.interrupt' },
+      at: 1,
+    });
+    // r5 was recorded, never logged: the process died before it started.
+    const before = eventLog.lastSeq({}, key);
+    const clock = new SimulatedClock();
+    clock.set(100);
+    const crashed = await recoverCrashedRuns({ runs, eventLog, clock });
+    expect(crashed).toEqual([
+      { ...key, runId: 'r1', status: 'RUNNING' },
+      { ...key, runId: 'r2', status: 'QUEUED' },
+      { ...key, runId: 'r5', status: 'CREATED' },
+    ]);
+    const added = await eventLog.read({}, key, { after: before });
+    const stopped = (s: string) => `the server process stopped while the run was ${s}`;
+    expect(added.map((e) => [e.seq, e.runId, e.type, e.payload])).toEqual([
+      [before + 1, 'r1', 'run.status', { from: 'RUNNING', to: 'FAILED' }],
+      [before + 2, 'r1', 'run.failed', { error: stopped('RUNNING'), cause: 'crashed' }],
+      [before + 3, 'r2', 'run.status', { from: 'QUEUED', to: 'FAILED' }],
+      [before + 4, 'r2', 'run.failed', { error: stopped('QUEUED'), cause: 'crashed' }],
+      [before + 5, 'r5', 'run.status', { from: 'CREATED', to: 'FAILED' }],
+      [before + 6, 'r5', 'run.failed', { error: stopped('CREATED'), cause: 'crashed' }],
+    ]);
+    expect(runs.get('alice', 'r1')).toMatchObject({
+      status: 'FAILED',
+      endedAt: 100,
+      outcome: { status: 'FAILED', cause: 'crashed', error: stopped('RUNNING') },
+    });
+    expect(runs.get('alice', 'r3')?.outcome).toEqual({ status: 'COMPLETED', reason: 'completed' });
+    expect(runs.get('alice', 'r4')).toMatchObject({
+      status: 'CANCELLED',
+      outcome: { status: 'CANCELLED', cause: 'cancel', reason: 'user.interrupt', escalated: false },
+    });
+    expect(runs.listUnfinished()).toEqual([]);
+    expect(await recoverCrashedRuns({ runs, eventLog, clock })).toEqual([]);
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('parseServeArgs', () => {
+  it('takes flags over environment variables, and both over the defaults', () => {
+    expect(parseServeArgs([], {})).toEqual({
+      host: undefined,
+      port: undefined,
+      dbPath: undefined,
+      tokens: undefined,
+      graceMs: undefined,
+      heartbeatMs: undefined,
+      chunkDelayMs: undefined,
+      confirmTools: undefined,
+      runTimeoutMs: undefined,
+      openai: undefined,
+    });
+    const env = {
+      RUNPLANE_PORT: '9000',
+      RUNPLANE_TOKENS: 'env-token-1:alice',
+      RUNPLANE_CONFIRM_TOOLS: 'none',
+      OPENAI_BASE_URL: 'http://127.0.0.1:8000/v1',
+      RUNPLANE_MODEL: 'qwen',
+    };
+    expect(parseServeArgs(['--port', '0', '--grace-ms', '250', '--db', 'x.db'], env)).toMatchObject(
+      {
+        port: 0,
+        graceMs: 250,
+        dbPath: 'x.db',
+        tokens: 'env-token-1:alice',
+        confirmTools: [],
+        openai: { baseURL: 'http://127.0.0.1:8000/v1', model: 'qwen', apiKey: 'none' },
+      },
+    );
+    expect(parseServeArgs(['--confirm-tools', 'calculator, clock'], {}).confirmTools).toEqual([
+      'calculator',
+      'clock',
+    ]);
+  });
+
+  it.each<[string[], Record<string, string>, RegExp]>([
+    [['--port', '70000'], {}, /`port` to be an integer from 0 to 65535/],
+    [[], { RUNPLANE_GRACE_MS: '-1' }, /`grace-ms`/],
+    [['--heartbeat-ms', '0'], {}, /`heartbeat-ms`/],
+    [[], { OPENAI_BASE_URL: 'http://x/v1' }, /RUNPLANE_MODEL/],
+    [['--nope'], {}, /Unknown option '--nope'/],
+    [['serve-extra'], {}, /Unexpected argument 'serve-extra'/],
+  ])('refuses %j %j', (args, env, message) => {
+    expect(() => parseServeArgs(args, env)).toThrow(message);
+  });
+});

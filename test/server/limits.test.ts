@@ -1,0 +1,215 @@
+/**
+ * Limits and hostile input, in memory: the 1 MiB body limit (413), malformed input never
+ * answering 500 (a table and a fast-check property), and draining (503 for new work).
+ */
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RunplaneError } from '../../src/errors.js';
+import type { EventLog } from '../../src/events/event-log.js';
+import { gatedAgent } from '../helpers.js';
+import { createTestService } from './helpers.js';
+
+let t: ReturnType<typeof createTestService>;
+afterEach(async () => t?.close());
+
+const MiB = 1024 * 1024;
+
+/** Asserts an error answer: the status, and a body of exactly { error: { code, message, ... } }. */
+async function expectError(response: Response, status: number, code?: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+  const body = (await response.json()) as { error?: { code?: unknown; message?: unknown } };
+  expect(typeof body.error?.code).toBe('string');
+  expect(typeof body.error?.message).toBe('string');
+  if (code !== undefined) expect(body.error?.code).toBe(code);
+}
+
+describe('body limit', () => {
+  it('answers 413 payload_too_large past 1 MiB, and takes a body just under it', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession();
+    const batch = JSON.stringify({ events: [{ type: 'user.message', payload: { text: 'hi' } }] });
+    const over = batch + ' '.repeat(MiB + 1 - batch.length);
+    expect(over.length).toBe(MiB + 1);
+    await expectError(
+      await t.request('POST', `/api/sessions/${id}/events`, { body: over }),
+      413,
+      'payload_too_large',
+    );
+    await expectError(await t.request('POST', '/api/sessions', { body: over }), 413);
+    await expectError(await t.request('PATCH', `/api/sessions/${id}`, { body: over }), 413);
+    expect(t.runtime.runs.size).toBe(0);
+    const under = batch + ' '.repeat(MiB - batch.length);
+    const ok = await t.request('POST', `/api/sessions/${id}/events`, { body: under });
+    expect(ok.status).toBe(200);
+    const [result] = ((await ok.json()) as { results: Array<{ run_id: string }> }).results;
+    gate.complete(result?.run_id ?? '', 'done');
+  });
+});
+
+describe('malformed input never answers 500', () => {
+  it('answers each of these with a 4xx JSON error', async () => {
+    t = createTestService({ agent: gatedAgent<string>().agent });
+    const id = await t.createSession();
+    const events = `/api/sessions/${id}/events`;
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    const cases: Array<[string, string, string | undefined, Record<string, string>?]> = [
+      ['POST', events, deep],
+      ['POST', events, `{"events":${deep}}`],
+      [
+        'POST',
+        events,
+        '{"events":[{"type":"user.message","payload":{"text":"a","strategy":{"__proto__":1}}}]}',
+      ],
+      ['POST', events, '{"__proto__":{"events":1}}'],
+      [
+        'POST',
+        events,
+        '{"events":[{"type":"user.message","payload":{"text":"\\ud800"}}],"x":1e999}',
+      ],
+      ['POST', events, '{"events":[{"type":"user.interrupt","payload":{"timeout_ms":1e999}}]}'],
+      ['POST', events, '{"events":[{"type":"user.interrupt","payload":{"mode":"now"}}]}'],
+      ['POST', events, '{"events":[{"type":"user.interrupt","payload":"run-1"}]}'],
+      ['POST', events, '{"events":[{"type":"user.interrupt","payload":{"run_id":"x".repeat}}]}'],
+      ['POST', events, '\u0000\u0001'],
+      ['POST', events, 'null'],
+      ['POST', events, '"events"'],
+      ['POST', events, '{"events":[{"type":"user.message","payload":{}}]}'],
+      ['POST', events, undefined],
+      ['PATCH', `/api/sessions/${id}`, '{"strategy":null}'],
+      ['PATCH', `/api/sessions/${id}`, '{"grace_ms":"5"}'],
+      ['POST', '/api/sessions', '{"strategy":["enqueue"]}'],
+      ['GET', '/api/sessions/%E0%A4%A', undefined],
+      ['GET', '/api/sessions/..%2F..%2Fetc', undefined],
+      ['GET', `/api/sessions/${'x'.repeat(5000)}`, undefined],
+      ['GET', '/api/sessions/%00', undefined],
+      ['GET', `/api/runs/${'%ff'.repeat(10)}`, undefined],
+      ['GET', `${events}?after=1&after=x`, undefined],
+      ['GET', `${events}?limit=1e3`, undefined],
+      ['GET', `${events}/stream?after=%F0%9F%92%A9`, undefined],
+      ['GET', `${events}/stream`, undefined, { 'last-event-id': '-5' }],
+      ['DELETE', `/api/sessions/${id}`, undefined],
+      ['PUT', events, '{}'],
+    ];
+    for (const [method, path, body, headers] of cases) {
+      const response = await t.request(method, path, { body, headers });
+      const label = [method, path.slice(0, 60), body?.slice(0, 60)];
+      expect([...label, response.status >= 400 && response.status < 500]).toEqual([...label, true]);
+      await expectError(response, response.status);
+    }
+    expect(t.reported).toEqual([]);
+  });
+
+  it('property: any JSON as the body, the events or an event is a 4xx or a 200, never a 500', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession({ strategy: 'reject' });
+    const event = fc.oneof(
+      fc.jsonValue(),
+      fc.record({
+        type: fc.constantFrom(
+          'user.message',
+          'user.interrupt',
+          'user.tool_confirmation',
+          'user.supplement',
+          'x',
+        ),
+        payload: fc.oneof(
+          fc.jsonValue(),
+          fc.dictionary(
+            fc.constantFrom(
+              'text',
+              'run_id',
+              'mode',
+              'timeout_ms',
+              'tool_use_id',
+              'allow',
+              'deny_message',
+              'strategy',
+              'reason',
+            ),
+            fc.jsonValue(),
+          ),
+        ),
+      }),
+    );
+    const body = fc.oneof(
+      fc.jsonValue(),
+      fc.record({ events: fc.oneof(fc.jsonValue(), fc.array(event, { maxLength: 5 })) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(body, async (value) => {
+        const response = await t.request('POST', `/api/sessions/${id}/events`, {
+          body: JSON.stringify(value),
+        });
+        expect(response.status).not.toBeGreaterThanOrEqual(500);
+        const json = (await response.json()) as Record<string, unknown>;
+        if (response.status >= 400)
+          expect(json.error).toMatchObject({ code: expect.any(String) as string });
+        else expect(Array.isArray(json.results)).toBe(true);
+        // Whatever ran is ended, so the next case starts from an idle session.
+        t.runtime.session('alice', id).cancelAll({ includeActive: true });
+      }),
+      { numRuns: 300, seed: 5 },
+    );
+    expect(t.reported).toEqual([]);
+  });
+});
+
+describe('store failures', () => {
+  it('answer 500 store_failed as JSON, are reported, and leave no run behind', async () => {
+    let failing = false;
+    t = createTestService({
+      agent: gatedAgent<string>().agent,
+      wrapEventLog: (log): EventLog => ({
+        ...log,
+        append(ctx, key, event) {
+          if (failing && event.type === 'user.message') {
+            throw new RunplaneError('STORE_FAILED', 'event log append failed: disk full');
+          }
+          return log.append(ctx, key, event);
+        },
+      }),
+    });
+    const id = await t.createSession();
+    failing = true;
+    const response = await t.request('POST', `/api/sessions/${id}/events`, {
+      body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
+    });
+    await expectError(response, 500, 'store_failed');
+    expect(t.reported).toHaveLength(1);
+    expect(t.runtime.runs.size).toBe(0);
+    expect(t.runtime.session('alice', id).activeRunId).toBeUndefined();
+  });
+});
+
+describe('draining', () => {
+  it('refuses new work with 503 shutting_down; stops, reads and health still answer', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession();
+    const runId = await t.send(id, 'before');
+    t.service.drain();
+    expect(t.service.draining).toBe(true);
+    await expectError(await t.request('POST', '/api/sessions', { body: {} }), 503, 'shutting_down');
+    const mixed = await t.post(id, [
+      { type: 'user.interrupt', payload: { run_id: runId } },
+      { type: 'user.message', payload: { text: 'after' } },
+    ]);
+    expect(mixed.status).toBe(503);
+    // The whole batch was refused: the interrupt in it was not applied.
+    expect(t.runtime.runs.find('alice', id, runId)?.status).toBe('RUNNING');
+    const stop = await t.post(id, [{ type: 'user.interrupt', payload: { run_id: runId } }]);
+    expect(stop.body.results).toEqual([
+      { type: 'user.interrupt', result: 'accepted', run_id: runId },
+    ]);
+    expect((await t.request('GET', `/api/sessions/${id}/events`)).status).toBe(200);
+    const health = await t.request('GET', '/healthz', { token: null });
+    expect(health.status).toBe(503);
+    expect(await health.json()).toMatchObject({
+      status: 'draining',
+      error: { code: 'shutting_down' },
+    });
+  });
+});
