@@ -4,9 +4,8 @@
  */
 import type { StateValue } from 'xstate';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
-import type { runMachine } from '../../machines/run.machine.js';
-import { type RunMachineEvent } from '../../machines/run.machine.js';
-import type { RunOutcome } from '../../src/index.js';
+import { runMachine, type RunMachineEvent } from '../../machines/run.machine.js';
+import { isCancellation, RunCancelledError, type RunOutcome } from '../../src/index.js';
 import { getStatePaths } from '../../src/testing/index.js';
 
 export type RunSnapshot = ReturnType<typeof runMachine.getInitialSnapshot>;
@@ -24,6 +23,15 @@ export const runInput = {
 
 /** One shared error object, so that the model's `context.error` and the real one are identical. */
 export const agentError = new Error('agent failed');
+/** A cancellation the agent throws itself (a nested run's, say) while a safe-point cancel waits. */
+export const agentCancellation = new RunCancelledError('nested', 'cancel', 'nested run cancelled');
+
+/** The run machine with the runtime's pure guard (an agent error that is a cancellation). */
+export const runModelMachine = runMachine.provide({
+  guards: {
+    isCancellationError: ({ event }) => event.type === 'agent.error' && isCancellation(event.error),
+  },
+});
 export const unwindEvent = { type: 'xstate.after.unwindTimeout.run.CANCELLED.unwinding' } as const;
 
 const request = (mode: number, deadlineAt?: number): CancelRequest => ({
@@ -48,6 +56,7 @@ export const runEvents: readonly RunMachineEvent[] = [
   { type: 'run.cancel_deadline' },
   { type: 'agent.done', output: 'out' },
   { type: 'agent.error', error: agentError },
+  { type: 'agent.error', error: agentCancellation },
   // The delayed event of `after: { unwindTimeout }`: it is an event of the machine like any other.
   unwindEvent as unknown as RunMachineEvent,
 ];
@@ -69,6 +78,8 @@ export function describeRunEvent(event: RunMachineEvent): string {
       return `run.safe_point(${event.kind})`;
     case 'run.interrupt':
       return 'run.interrupt';
+    case 'agent.error':
+      return event.error === agentCancellation ? 'agent.error(cancellation)' : 'agent.error';
     default:
       return event.type.startsWith('xstate.after.') ? 'unwind timeout' : event.type;
   }
@@ -125,7 +136,7 @@ export function serializeRunState(snapshot: RunSnapshot): string {
     c.cancel?.deadlineAt,
     c.cancel?.recursive,
     c.interruptRequested,
-    c.executorStarted,
+    c.executor,
     c.cause,
     c.escalated,
     c.unsettled,
@@ -163,7 +174,7 @@ export function outcomeOf(snapshot: RunSnapshot): RunOutcome | undefined {
  */
 export function signalAbortedIn(snapshot: RunSnapshot): boolean {
   const c = snapshot.context;
-  if (!c.executorStarted || topOf(snapshot) !== 'CANCELLED') return false;
+  if (c.executor === 'idle' || topOf(snapshot) !== 'CANCELLED') return false;
   const landedAtSafePoint =
     c.cause === 'cancel' && !c.escalated && c.cancel !== undefined && c.cancel.mode !== 0;
   return !landedAtSafePoint;

@@ -28,6 +28,7 @@ import {
   isSettledState,
   outcomeOf,
   runEventIsRealizable,
+  runModelMachine,
   runEvents,
   runInput,
   serializeRunState,
@@ -168,10 +169,10 @@ const adapter: PathAdapter<RunSnapshot, RunMachineEvent, RunSystem> = {
       status: top,
       state: leaf(snapshot.value),
       // The blocker holds the session until `run.admit` (its completion) lets the run in.
-      active: context.executorStarted ? (settled ? undefined : runInput.runId) : 'blocker',
+      active: context.executor !== 'idle' ? (settled ? undefined : runInput.runId) : 'blocker',
       queued: top === 'QUEUED' ? [runInput.runId] : [],
       live: !settled,
-      executed: context.executorStarted,
+      executed: context.executor !== 'idle',
       interruptRequested: context.interruptRequested,
       signalAborted: signalAbortedIn(snapshot),
       outcome: outcomeOf(snapshot),
@@ -197,7 +198,7 @@ const options = {
   describeEvent: describeRunEvent,
 };
 
-const paths = getReplayPaths(runMachine, { ...options, adapter });
+const paths = getReplayPaths(runModelMachine, { ...options, adapter });
 
 /**
  * DESIGN.md §5 as a table: which events each state handles. Everything else must be ignored,
@@ -240,7 +241,7 @@ function designHandles(snapshot: RunSnapshot, event: RunMachineEvent): boolean {
 }
 
 describe('run.machine: coverage', () => {
-  const coverage = getMachineCoverage(runMachine, runMachine, options);
+  const coverage = getMachineCoverage(runMachine, runModelMachine, options);
 
   it('every state of run.machine is reachable with events the runtime can produce', () => {
     expect(coverage.unreachableStates).toEqual([]);
