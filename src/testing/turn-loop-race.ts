@@ -6,6 +6,7 @@
  * @module
  */
 import fc from 'fast-check';
+import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
 import { LateItemsTakenError, RunplaneError } from '../errors.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -77,6 +78,8 @@ class TurnLoopWorld {
   readonly violations: string[] = [];
   readonly reported: unknown[] = [];
   readonly trace: string[] = [];
+  /** Every actor of the runtime and of the loops, to check none is left active at the end. */
+  readonly actors: AnyActorRef[] = [];
   nextItem = 1;
 
   constructor(
@@ -91,12 +94,16 @@ class TurnLoopWorld {
     this.runtime = factory({
       clock: this.clock,
       reportError: (error) => this.reported.push(error),
-      inspect: () => undefined,
+      inspect: (event) => this.#track(event),
     });
     this.agent = createScriptedAgent({
       onAbort: settings.agentKind === 'honours-signal' ? 'reject' : 'ignore',
       schedule: settings.schedule,
     });
+  }
+
+  #track(event: InspectionEvent): void {
+    if (event.type === '@xstate.actor') this.actors.push(event.actorRef as AnyActorRef);
   }
 
   get current(): Generation {
@@ -150,6 +157,7 @@ class TurnLoopWorld {
       store: this.store,
       checkpointId,
       requeuePreempted,
+      inspect: (event) => this.#track(event),
       genInput: async (items, info) => {
         // "A turn's agent is cancelled and drained before the next turn starts."
         for (const runId of generation.turnRuns) {
@@ -497,7 +505,7 @@ function commands(): fc.Arbitrary<Command>[] {
  * refused push is in `takeLateItems()`, once, and a push after that throws
  * `LATE_ITEMS_TAKEN`; every push's `ack` resolved; a saved checkpoint holds exactly the exit's
  * leftovers, and without a save the store is unchanged or empty. At the end the runtime shuts
- * down with no run live and no timer armed.
+ * down with no run live, no timer armed and no actor (runtime or loop) active.
  *
  * @param factory - builds the runtime the loops run their turns on (see {@link RaceHarness})
  * @param options - {@link TurnLoopRacePropertyOptions}
@@ -546,6 +554,10 @@ export async function runTurnLoopRaceProperty(
         if (!done) world.violation('runtime.shutdown() never resolved');
         if (world.runtime.runs.size !== 0)
           world.violation(`${world.runtime.runs.size} runs live after shutdown`);
+        const alive = world.actors.filter(
+          (actor) => (actor.getSnapshot() as { status: string }).status === 'active',
+        );
+        if (alive.length > 0) world.violation(`${alive.length} actors still active at the end`);
         if (world.clock.pendingTimers !== 0) {
           world.violation(
             `${world.clock.pendingTimers} timers armed after the loops exited and the runtime shut down`,
