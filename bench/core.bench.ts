@@ -2,7 +2,6 @@
  * Benchmarks of the run lifecycle core (issue 2), measured beside a bare XState machine.
  * Each figure is returned with its target so the runner can print "meets" or "short".
  */
-import { Bench } from 'tinybench';
 import { createActor, fromPromise, setup } from 'xstate';
 import { createMemoryEventLog, createRuntime, sleep, type Agent } from '../src/index.js';
 
@@ -15,9 +14,16 @@ export interface Figure {
   detail?: Record<string, number>;
 }
 
-/** The peer: a bare run machine invoking a promise actor (DESIGN.md §4's cost anchor). */
-const bareRunMachine = setup({
-  types: { context: {} as { input: number }, input: {} as number },
+/**
+ * The peer: a bare run machine invoking a promise actor (DESIGN.md §4's cost anchor). Its
+ * `cancel` event leaves RUNNING, which stops the invoked actor and aborts its signal.
+ */
+export const bareRunMachine = setup({
+  types: {
+    context: {} as { input: number },
+    input: {} as number,
+    events: {} as { type: 'start' } | { type: 'cancel' },
+  },
   actors: { agent: fromPromise(({ input }: { input: number }) => Promise.resolve(input)) },
 }).createMachine({
   initial: 'CREATED',
@@ -31,13 +37,16 @@ const bareRunMachine = setup({
         onDone: 'COMPLETED',
         onError: 'FAILED',
       },
+      on: { cancel: 'CANCELLED' },
     },
     COMPLETED: { type: 'final' },
     FAILED: { type: 'final' },
+    CANCELLED: { type: 'final' },
   },
 });
 
-function bareLifecycle(i: number): Promise<void> {
+/** One lifecycle of the bare machine: start → promise resolved → final. */
+export function bareLifecycle(i: number): Promise<void> {
   const actor = createActor(bareRunMachine, { input: i });
   const done = new Promise<void>((resolve) => actor.subscribe({ complete: () => resolve() }));
   actor.start();
@@ -45,101 +54,12 @@ function bareLifecycle(i: number): Promise<void> {
   return done;
 }
 
-const noop: Agent<number, number> = { execute: (i) => Promise.resolve(i) };
+export const noop: Agent<number, number> = { execute: (i) => Promise.resolve(i) };
 
-/** Full lifecycle prepare → start → complete, sequential, interleaved with the bare machine. */
-export async function lifecycleThroughput(): Promise<Figure[]> {
-  // A capped log: the store's own retention is not what this measures.
-  const runtime = createRuntime({
-    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
-  });
-  let i = 0;
-  const bench = new Bench({ time: 1_500, warmupTime: 300 });
-  bench
-    .add('bare xstate run machine', () => bareLifecycle(i++))
-    .add('runplane prepare→start→complete', async () => {
-      const run = runtime.prepare({ ownerId: 'bench', sessionId: 'seq', agent: noop, input: i++ });
-      run.start();
-      await run.termination;
-    })
-    .add('plain promise + AbortController', async () => {
-      const controller = new AbortController();
-      await noop.execute(i++, { signal: controller.signal } as never);
-    });
-  await bench.run();
-  const [bare, ours, floor] = bench.tasks.map((t) => {
-    const r = t.result as { latency: { mean: number; p50: number; p99: number } };
-    return {
-      meanUs: r.latency.mean * 1_000,
-      p50Us: r.latency.p50 * 1_000,
-      p99Us: r.latency.p99 * 1_000,
-    };
-  });
-  await runtime.shutdown({ graceMs: 0 });
-  const runsPerSecond = 1e6 / ours!.meanUs;
-  return [
-    {
-      name: 'lifecycle: runplane µs per run (mean)',
-      value: round(ours!.meanUs),
-      unit: 'µs',
-      target: `≤ bare XState machine (${round(bare!.meanUs)} µs here)`,
-      meets: ours!.meanUs <= bare!.meanUs,
-      detail: {
-        runplaneP50Us: round(ours!.p50Us),
-        runplaneP99Us: round(ours!.p99Us),
-        bareMeanUs: round(bare!.meanUs),
-        bareP50Us: round(bare!.p50Us),
-        promiseFloorMeanUs: round(floor!.meanUs),
-        ratioToBare: round(ours!.meanUs / bare!.meanUs),
-      },
-    },
-    {
-      name: 'lifecycle: runs per second, sequential',
-      value: Math.round(runsPerSecond),
-      unit: 'runs/s',
-      target: '≥ 10,000',
-      meets: runsPerSecond >= 10_000,
-    },
-  ];
-}
-
-/** cancel() of a RUNNING run whose agent awaits an abortable sleep → termination resolved. */
-export async function cancelLatency(samples = 3_000): Promise<Figure> {
-  const runtime = createRuntime({
-    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
-  });
-  let started!: () => void;
-  const agent: Agent<number, number> = {
-    async execute(i, ctx) {
-      started();
-      await sleep(ctx.clock, 60_000, ctx.signal);
-      return i;
-    },
-  };
-  const latencies: number[] = [];
-  for (let i = 0; i < samples + 200; i++) {
-    const running = new Promise<void>((resolve) => (started = resolve));
-    const run = runtime.prepare({ ownerId: 'bench', sessionId: 'cancel', agent, input: i });
-    run.start();
-    await running;
-    const t0 = performance.now();
-    run.cancel();
-    await run.termination;
-    if (i >= 200) latencies.push((performance.now() - t0) * 1_000);
-  }
-  await runtime.shutdown({ graceMs: 0 });
-  const p99 = percentile(latencies, 0.99);
-  return {
-    name: 'cancel → termination resolved, p99',
-    value: round(p99),
-    unit: 'µs',
-    target: '≤ 200 µs',
-    meets: p99 <= 200,
-    detail: { p50Us: round(percentile(latencies, 0.5)), samples },
-  };
-}
-
-/** n runs queued behind a blocked head in one session, then each cancelled: µs per run. */
+/**
+ * n runs queued behind a blocked head in one session; every other one is cancelled while
+ * queued, then the head is cancelled and the rest run to completion: wall µs per queued run.
+ */
 async function queueCost(n: number): Promise<number> {
   const runtime = createRuntime({
     stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 100 }) },
@@ -156,29 +76,31 @@ async function queueCost(n: number): Promise<number> {
     run.start();
     runs.push(run);
   }
-  for (const run of runs) run.cancel();
+  for (let i = 1; i < n; i += 2) runs[i]!.cancel();
+  head.cancel();
   await Promise.all(runs.map((r) => r.termination));
   const perRunUs = ((performance.now() - t0) * 1_000) / n;
   await runtime.shutdown({ graceMs: 0 });
   return perRunUs;
 }
 
+/** Workload 4: per-run cost of a 10,000-run queue ÷ that of a 100-run queue (flat = 1×). */
 export async function queueScaling(): Promise<Figure> {
-  const rounds = 5;
+  const rounds = 3;
   const at100: number[] = [];
   const at10k: number[] = [];
   await queueCost(1_000); // warm-up
   for (let r = 0; r < rounds; r++) {
-    // Many small batches for n = 100, so both sizes run about as long.
+    // Many small queues for n = 100, so both sizes run about as long.
     let sum = 0;
-    for (let k = 0; k < 20; k++) sum += await queueCost(100);
-    at100.push(sum / 20);
+    for (let k = 0; k < 50; k++) sum += await queueCost(100);
+    at100.push(sum / 50);
     at10k.push(await queueCost(10_000));
   }
   const small = median(at100);
   const large = median(at10k);
   return {
-    name: 'queue of 10,000 then each cancelled: per-run cost at 10,000 ÷ at 100',
+    name: 'queue of 10,000 (every other cancelled): per-run cost at 10,000 ÷ at 100',
     value: round(large / small),
     unit: '×',
     target: '≤ 1.5×',

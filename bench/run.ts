@@ -1,37 +1,52 @@
 /**
- * `npm run bench`: runs every benchmark in one process, writes bench/results.json and prints a
- * markdown table with each figure beside its target. Never part of `npm test`.
+ * `npm run bench [suite]`: runs the benchmarks in one process, writes bench/results.json and
+ * prints two markdown tables: each runplane figure beside its target, and the peers side by
+ * side (p50, p99, ratios to runplane and to bare XState). Never part of `npm test`.
+ *
+ * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, serve-latency,
+ * serve-fanout, serve-sessions.
  */
 import { writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import {
-  cancelLatency,
-  lifecycleThroughput,
-  memory,
-  queueScaling,
-  type Figure,
-} from './core.bench.js';
-import { turnLoopFigures } from './turn-loop.figures.js';
+import { memory, queueScaling, type Figure } from './core.bench.js';
 import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
+import { cancel, concurrentSessions, lifecycle, type PeerRow } from './side-by-side.bench.js';
+import { checkpointFigures, turnLoopFigures } from './turn-loop.figures.js';
 
-const figures: Figure[] = [];
-const only = process.argv[2];
-const suites: Array<[string, () => Promise<Figure | Figure[]>]> = [
-  ['lifecycle', lifecycleThroughput],
-  ['cancel', () => cancelLatency()],
+type SuiteResult = Figure | Figure[] | { figures: Figure[]; rows: PeerRow[] };
+
+const suites: Array<[string, () => Promise<SuiteResult> | SuiteResult]> = [
+  ['lifecycle', lifecycle],
+  ['cancel', cancel],
+  ['concurrent', () => concurrentSessions()],
   ['queue', queueScaling],
-  ['memory', memory],
   ['turnloop', turnLoopFigures],
+  ['checkpoint', checkpointFigures],
+  ['memory', memory],
+  // Workload 8: `runplane serve` in its own process, this process the HTTP client.
   ['serve-latency', () => messageToFirstFrame()],
   ['serve-fanout', () => fanOut()],
   ['serve-sessions', () => manySessions()],
 ];
+const only = process.argv[2];
+if (only !== undefined && !suites.some(([name]) => name === only)) {
+  throw new Error(`expected suite to be one of ${suites.map(([n]) => n).join(', ')}, got ${only}`);
+}
+
+const figures: Figure[] = [];
+const rows: PeerRow[] = [];
+const loadBefore = loadavg();
+const t0 = performance.now();
 for (const [name, suite] of suites) {
   if (only !== undefined && only !== name) continue;
   process.stderr.write(`bench: ${name}…\n`);
   const result = await suite();
-  figures.push(...(Array.isArray(result) ? result : [result]));
+  if (Array.isArray(result)) figures.push(...result);
+  else if ('rows' in result) {
+    figures.push(...result.figures);
+    rows.push(...result.rows);
+  } else figures.push(result);
 }
 
 const results = {
@@ -39,14 +54,39 @@ const results = {
   cpu: cpus()[0]?.model ?? 'unknown',
   cores: cpus().length,
   at: new Date().toISOString(),
+  seconds: Math.round((performance.now() - t0) / 1_000),
+  loadavg: {
+    before: loadBefore.map((l) => +l.toFixed(2)),
+    after: loadavg().map((l) => +l.toFixed(2)),
+  },
   figures,
+  rows,
 };
 writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
-console.log('| figure | value | target | |');
-console.log('| --- | --- | --- | --- |');
+
+const status = (f: Figure): string =>
+  Number.isNaN(f.value) ? 'pending' : f.meets ? 'meets' : 'short';
+const details = (f: Figure): string =>
+  Object.entries(f.detail ?? {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+console.log('| figure | value | target | | detail |');
+console.log('| --- | --- | --- | --- | --- |');
 for (const f of figures) {
-  console.log(
-    `| ${f.name} | ${f.value} ${f.unit} | ${f.target} | ${f.meets ? 'meets' : 'short'} |`,
-  );
+  const value = Number.isNaN(f.value) ? '—' : `${f.value} ${f.unit}`;
+  console.log(`| ${f.name} | ${value} | ${f.target} | ${status(f)} | ${details(f)} |`);
 }
-console.log(JSON.stringify(results));
+if (rows.length > 0) {
+  console.log(
+    '\n| workload | peer | p50 µs | p99 µs | mean µs | ×runplane (p50) | ×bare XState (p50) |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of rows) {
+    console.log(
+      `| ${r.workload} | ${r.peer} | ${r.p50Us} | ${r.p99Us} | ${r.meanUs} | ${r.ratioToRunplane} | ${r.ratioToBare} |`,
+    );
+  }
+}
+console.log(
+  `\n${results.at} · node ${results.node} · ${results.cores}× ${results.cpu} · load average ${results.loadavg.before.join(', ')} → ${results.loadavg.after.join(', ')} · ${results.seconds} s`,
+);

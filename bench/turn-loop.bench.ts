@@ -53,7 +53,7 @@ function recordingAgent(onStart: (started: Started) => void): Agent<unknown, str
   };
 }
 
-async function pushToTurnStarted(rounds: number, warmup: number) {
+export async function pushToTurnStarted(rounds: number, warmup: number) {
   const runtime = createRuntime();
   let waiter: ((s: Started) => void) | undefined;
   const agent = recordingAgent((s) => waiter?.(s));
@@ -81,7 +81,7 @@ async function pushToTurnStarted(rounds: number, warmup: number) {
   return summary(samples);
 }
 
-async function preemptToNextTurn(rounds: number, warmup: number) {
+export async function preemptToNextTurn(rounds: number, warmup: number) {
   const runtime = createRuntime();
   let waiter: ((at: number) => void) | undefined;
   // Reaches a safe point every 1 ms (on the runtime's real clock) until cancelled.
@@ -121,7 +121,8 @@ async function preemptToNextTurn(rounds: number, warmup: number) {
   return summary(samples);
 }
 
-async function checkpointSqlite10k(items: number, rounds: number) {
+/** A stop with `items` buffered → SQLite checkpoint written; a new loop loads it. */
+export async function checkpointSqlite(items: number, rounds: number) {
   const dir = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
   const saves: number[] = [];
   const loads: number[] = [];
@@ -207,7 +208,7 @@ async function checkpointSqlite10k(items: number, rounds: number) {
   };
 }
 
-async function pushesPerSecond(pushes: number) {
+export async function pushesPerSecond(pushes: number) {
   const runtime = createRuntime();
   let started: Started | undefined;
   const agent = recordingAgent((s) => (started = s));
@@ -249,7 +250,7 @@ export async function runTurnLoopBench() {
     // Warm-up rounds (JIT, lazy module loading) are run first and not counted.
     pushToTurnStarted: await pushToTurnStarted(1_000, 500),
     preemptToNextTurn: await preemptToNextTurn(500, 200),
-    checkpointSqlite10k: await checkpointSqlite10k(10_000, 5),
+    checkpointSqlite10k: await checkpointSqlite(10_000, 5),
     pushesPerSecond: await pushesPerSecond(100_000),
   };
 }

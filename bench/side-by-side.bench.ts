@@ -1,0 +1,177 @@
+/**
+ * Workloads 1–3 of issue 8, every peer of bench/peers.ts in one process, interleaved round by
+ * round: sequential lifecycle, cancel latency (running → settled), and 1,000 concurrent
+ * sessions × 10 runs. Returns the runplane figures beside their targets and a row per peer.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Figure } from './core.bench.js';
+import { round } from './core.bench.js';
+import { interleave, stats, timed, type PeerStats, type TimedOp } from './interleave.js';
+import { createPeers, type Peer } from './peers.js';
+
+/** One peer's result in one workload, with its ratios (p50) to runplane and to bare XState. */
+export interface PeerRow {
+  workload: string;
+  peer: string;
+  p50Us: number;
+  p99Us: number;
+  meanUs: number;
+  perSecond: number;
+  ratioToRunplane: number;
+  ratioToBare: number;
+}
+
+export interface SideBySide {
+  figures: Figure[];
+  rows: PeerRow[];
+}
+
+const RUNPLANE = 'runplane';
+const BARE = 'bare XState';
+
+function toRows(workload: string, byPeer: Record<string, PeerStats>): PeerRow[] {
+  const ours = byPeer[RUNPLANE]!;
+  const bare = byPeer[BARE]!;
+  return Object.entries(byPeer).map(([peer, s]) => ({
+    workload,
+    peer,
+    p50Us: s.p50Us,
+    p99Us: s.p99Us,
+    meanUs: s.meanUs,
+    perSecond: Math.round(1e6 / s.meanUs),
+    ratioToRunplane: round(s.p50Us / ours.p50Us),
+    ratioToBare: round(s.p50Us / bare.p50Us),
+  }));
+}
+
+async function withPeers<T>(body: (peers: Record<string, Peer>) => Promise<T>): Promise<T> {
+  const peers = createPeers();
+  try {
+    return await body(peers);
+  } finally {
+    for (const peer of Object.values(peers)) await peer.close();
+  }
+}
+
+/** Workload 1: one no-op run after another, each timed from call to settlement. */
+export function lifecycle(): Promise<SideBySide> {
+  return withPeers(async (peers) => {
+    const ops: Record<string, TimedOp> = {};
+    for (const [name, peer] of Object.entries(peers)) {
+      // A session (thread) per 10 runs: LangGraph's MemorySaver lists a thread's history.
+      ops[name] = timed((i) => peer.run(i, `seq-${Math.floor(i / 10)}`));
+    }
+    const byPeer = await interleave(ops, { rounds: 15, batch: 100, warmupRounds: 2 });
+    const ours = byPeer[RUNPLANE]!;
+    const bare = byPeer[BARE]!;
+    const runsPerSecond = 1e6 / ours.meanUs;
+    const figures: Figure[] = [
+      {
+        name: 'lifecycle: runplane µs per run (median)',
+        value: ours.p50Us,
+        unit: 'µs',
+        target: `≤ bare XState machine (${bare.p50Us} µs here)`,
+        meets: ours.p50Us <= bare.p50Us,
+        detail: { p99Us: ours.p99Us, meanUs: ours.meanUs, bareP99Us: bare.p99Us },
+      },
+      {
+        name: 'lifecycle: runs per second, sequential (1e6 ÷ mean µs)',
+        value: Math.round(runsPerSecond),
+        unit: 'runs/s',
+        target: '≥ 10,000',
+        meets: runsPerSecond >= 10_000,
+        detail: { atP50: Math.round(1e6 / ours.p50Us) },
+      },
+    ];
+    return {
+      figures,
+      rows: toRows('1. lifecycle, sequential', byPeer),
+    };
+  });
+}
+
+/** Workload 2: a run blocked in its agent is cancelled by the peer's own cancel → settled. */
+export function cancel(): Promise<SideBySide> {
+  return withPeers(async (peers) => {
+    const ops: Record<string, TimedOp> = {};
+    for (const [name, peer] of Object.entries(peers)) {
+      ops[name] = async (i) => {
+        const blocked = await peer.startBlocked(i);
+        const t0 = performance.now();
+        await blocked.cancel();
+        return (performance.now() - t0) * 1_000;
+      };
+    }
+    const byPeer = await interleave(ops, { rounds: 15, batch: 50, warmupRounds: 2 });
+    const ours = byPeer[RUNPLANE]!;
+    return {
+      figures: [
+        {
+          name: 'cancel → termination resolved, p99',
+          value: ours.p99Us,
+          unit: 'µs',
+          target: '≤ 200 µs',
+          meets: ours.p99Us <= 200,
+          detail: { p50Us: ours.p50Us, samples: ours.samples },
+        },
+      ],
+      rows: toRows('2. cancel, running → settled', byPeer),
+    };
+  });
+}
+
+/**
+ * Workload 3: 1,000 sessions (threads for LangGraph) each doing 10 runs one after another, all
+ * sessions at once. Each run is timed on its own; the figure is the wall time per run.
+ */
+export function concurrentSessions(sessions = 1_000, runsPerSession = 10): Promise<SideBySide> {
+  return withPeers(async (peers) => {
+    const names = Object.keys(peers);
+    const perRun = new Map<string, number[]>(names.map((n) => [n, []]));
+    const wallPerRun = new Map<string, number[]>(names.map((n) => [n, []]));
+    const rounds = 2;
+    for (let r = 0; r < rounds; r++) {
+      for (let k = 0; k < names.length; k++) {
+        const name = names[(r + k) % names.length]!;
+        const peer = peers[name]!;
+        const latencies: number[] = [];
+        const t0 = performance.now();
+        await Promise.all(
+          Array.from({ length: sessions }, async (_, s) => {
+            const key = `r${r}-s${s}`;
+            for (let j = 0; j < runsPerSession; j++) {
+              const t = performance.now();
+              await peer.run(s * runsPerSession + j, key);
+              latencies.push((performance.now() - t) * 1_000);
+            }
+          }),
+        );
+        const wallUs = ((performance.now() - t0) * 1_000) / (sessions * runsPerSession);
+        perRun.get(name)!.push(...latencies);
+        wallPerRun.get(name)!.push(wallUs);
+      }
+    }
+    const byPeer: Record<string, PeerStats> = {};
+    for (const name of names) {
+      const s = stats(perRun.get(name)!);
+      // p50/p99 are per-run latencies under 1,000-way concurrency; mean is wall time per run.
+      byPeer[name] = { ...s, meanUs: stats(wallPerRun.get(name)!).p50Us };
+    }
+    const ours = byPeer[RUNPLANE]!;
+    const bare = byPeer[BARE]!;
+    const runsPerSecond = 1e6 / ours.meanUs;
+    return {
+      figures: [
+        {
+          name: '1,000 sessions × 10 runs: runplane wall µs per run (median of rounds)',
+          value: ours.meanUs,
+          unit: 'µs',
+          target: `≤ bare XState machine (${bare.meanUs} µs here)`,
+          meets: ours.meanUs <= bare.meanUs,
+          detail: { runsPerSecond: Math.round(runsPerSecond), p99RunUs: ours.p99Us },
+        },
+      ],
+      rows: toRows('3. 1,000 sessions × 10 runs (mean = wall µs per run)', byPeer),
+    };
+  });
+}
