@@ -1,10 +1,16 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
+const source = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+
 export default defineConfig({
   resolve: {
-    // The README example imports 'runplane' as a user would; tests resolve it to the sources.
-    alias: { runplane: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+    // The README examples import 'runplane' and 'runplane/testing' as a user would; tests
+    // resolve them to the sources.
+    alias: [
+      { find: /^runplane$/, replacement: source('./src/index.ts') },
+      { find: /^runplane\/testing$/, replacement: source('./src/testing/index.ts') },
+    ],
   },
   test: {
     include: ['test/**/*.test.ts'],

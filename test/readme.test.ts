@@ -23,6 +23,7 @@ describe('README', () => {
   it.each([
     ['## Embedding', 'readme-embedding.ts'],
     ['## Agents: models, tools, approvals, hints', 'readme-agents.ts'],
+    ['## Testing your agents', 'readme-testing.ts'],
   ])(
     'the example under "%s" runs as written and prints what the README says',
     async (heading, name) => {

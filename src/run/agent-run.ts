@@ -262,10 +262,13 @@ export class AgentRun<TOutput = unknown> {
   cancelWith(request: CancelRequest): CancelResult {
     const before = this.#actor.getSnapshot().context.cancelSeq;
     const statusBefore = this.#status;
+    // On a terminal run a cancel is a no-op, reported as `ended` even if the run had been
+    // cancelled before (DESIGN.md §5): this request cancelled nothing.
+    if (terminalRunStatuses.has(statusBefore)) {
+      return { contributed: false, outcome: Promise.resolve('ended') };
+    }
     this.#send({ type: 'run.cancel', request });
-    const contributed =
-      !terminalRunStatuses.has(statusBefore) &&
-      this.#actor.getSnapshot().context.cancelSeq !== before;
+    const contributed = this.#actor.getSnapshot().context.cancelSeq !== before;
     return { contributed, outcome: this.#cancelOutcome() };
   }
 

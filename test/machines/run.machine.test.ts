@@ -147,4 +147,23 @@ describe('run machine', () => {
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
     expect(actor.getSnapshot().context.escalated).toBe(true);
   });
+
+  it('a deadline that fires while a safe-point cancel is pending ends with cause timeout, as the abort said', () => {
+    const clock = new SimulatedClock();
+    const aborts: string[] = [];
+    const machine = runMachine.provide({
+      actors: { timer: fromClockTimer(clock) },
+      actions: { abortExecutor: (_, params) => void aborts.push(params.cause) },
+    });
+    const actor = createActor(machine, { input: { ...input, timeoutMs: 1_000 }, clock });
+    actor.start();
+    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.admit' });
+    actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
+    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
+    clock.increment(1_000);
+    expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
+    expect(aborts).toEqual(['timeout']);
+    expect(actor.getSnapshot().context.cause).toBe('timeout');
+  });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ShuttingDownError, type Agent } from '../../src/index.js';
 import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
 
@@ -102,5 +102,17 @@ describe('runtime.shutdown', () => {
     clock.increment(500);
     expect(await shutdown).toEqual({ drained: false });
     expect(await run.termination).toMatchObject({ status: 'CANCELLED', unsettled: true });
+  });
+
+  it('a shutdown() after the runtime stopped answers the same result and warns about nothing', async () => {
+    const { runtime } = createTestRuntime();
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      expect(await runtime.shutdown({ graceMs: 0 })).toEqual({ drained: true });
+      expect(await runtime.shutdown({ graceMs: 0 })).toEqual({ drained: true });
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
   });
 });

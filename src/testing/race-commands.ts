@@ -1,0 +1,463 @@
+/**
+ * The commands of a race property (internal to `runplane/testing`): each one acts on the
+ * runtime the way a user (or an agent, or time) would, checks what it must right away, and
+ * leaves the global invariants to `RaceWorld.checkStep`.
+ *
+ * @module
+ */
+import fc from 'fast-check';
+import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
+import { terminalRunStatuses } from '../../machines/run.machine.js';
+import type { SessionStrategy } from '../../machines/session.machine.js';
+import { RunplaneError } from '../errors.js';
+import type { Licence, RaceAgentKind, RaceWorld, RunRecord } from './race-world.js';
+
+/** What the commands' `check` sees: enough to know which commands make sense. */
+export interface RaceModel {
+  runs: number;
+  shutdown: boolean;
+}
+
+type RaceCommand = fc.AsyncCommand<RaceModel, RaceWorld>;
+
+const isTerminalStatus = (status: string): boolean => terminalRunStatuses.has(status as never);
+
+/** Options the command arbitraries are built from. */
+export interface RaceCommandOptions {
+  readonly sessions: number;
+  readonly agents: readonly RaceAgentKind[];
+  readonly strategies: readonly SessionStrategy[];
+}
+
+/**
+ * Which runs a command picks from: `relevant` ones (a start picks an unstarted run, a cancel a
+ * live one, an agent step an executing one) or `any` run, to cover the useless and late calls.
+ */
+type Scope = 'relevant' | 'any';
+
+/** The run a command targets; deterministic for a given sequence and interleaving. */
+const target = (
+  world: RaceWorld,
+  index: number,
+  scope: Scope,
+  relevant: (record: RunRecord) => boolean,
+): RunRecord | undefined => {
+  const all = [...world.records.values()];
+  const candidates = scope === 'any' ? all : all.filter(relevant);
+  const from = candidates.length > 0 ? candidates : all;
+  return from.length === 0 ? undefined : from[index % from.length];
+};
+
+const isLiveRecord = (record: RunRecord): boolean => !isTerminalStatus(record.run.status);
+
+const licenceAll = (records: Iterable<RunRecord>, licence: Licence): void => {
+  for (const record of records) record.licences.add(licence);
+};
+
+abstract class Step implements RaceCommand {
+  /** The run or session this execution picked; commands are re-run while shrinking. */
+  protected label = '';
+  check(model: Readonly<RaceModel>): boolean {
+    return model.runs > 0;
+  }
+  async run(model: RaceModel, world: RaceWorld): Promise<void> {
+    this.label = '';
+    this.act(model, world);
+    const step = this.toString();
+    world.trace.push(step);
+    await world.clock.flush();
+    world.checkStep(step);
+  }
+  protected abstract act(model: RaceModel, world: RaceWorld): void;
+  abstract toString(): string;
+}
+
+class Prepare extends Step {
+  constructor(
+    readonly session: number,
+    readonly kind: RaceAgentKind,
+    readonly timeoutMs: number | undefined,
+    readonly strategy: SessionStrategy,
+    readonly graceMs: number,
+    /** Also start it right away (the common user path). */
+    readonly andStart: boolean,
+  ) {
+    super();
+  }
+  override check(): boolean {
+    return true;
+  }
+  protected act(model: RaceModel, world: RaceWorld): void {
+    const sessionId = world.sessions[this.session % world.sessions.length] ?? 's1';
+    const runId = world.nextRunId();
+    this.label = `${runId} in ${sessionId}`;
+    try {
+      const run = world.runtime.prepare({
+        ownerId: world.ownerId,
+        sessionId,
+        agent: world.agents[this.kind],
+        input: runId,
+        runId,
+        strategy: this.strategy,
+        graceMs: this.graceMs,
+        ...(this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs }),
+      });
+      if (world.shutdownCalled) world.violation(`prepare(${runId}) succeeded after shutdown()`);
+      const record: RunRecord = {
+        run,
+        sessionId,
+        kind: this.kind,
+        strategy: this.strategy,
+        timeoutMs: this.timeoutMs,
+        statuses: [],
+        jumpsQueue: false,
+        admitted: false,
+        terminalEvents: 0,
+        outcome: undefined,
+        licences: new Set(),
+      };
+      world.register(record);
+      model.runs++;
+      if (this.andStart) startRun(world, record);
+    } catch (error) {
+      const code = error instanceof RunplaneError ? error.code : String(error);
+      if (!(world.shutdownCalled && code === 'SHUTTING_DOWN')) {
+        world.violation(`prepare(${runId}) threw ${code}`);
+      }
+    }
+  }
+  toString(): string {
+    const options = [
+      this.kind,
+      this.strategy,
+      this.timeoutMs === undefined ? '' : `timeout ${this.timeoutMs}ms`,
+      this.strategy === 'interrupt' || this.strategy === 'preempt' ? `grace ${this.graceMs}ms` : '',
+    ].filter(Boolean);
+    const verb = this.andStart ? 'prepare+start' : 'prepare';
+    return `${verb}(${this.label || `session ${this.session}`}, ${options.join(', ')})`;
+  }
+}
+
+/** `run.start()`, with what its strategy will do to the session's other runs licensed first. */
+function startRun(world: RaceWorld, record: RunRecord): void {
+  const wasStarted = record.run.started;
+  const statusBefore = record.run.status;
+  // What the strategy will do to the session's other runs, licensed before it happens.
+  const session = world.runtime.session(world.ownerId, record.sessionId);
+  const activeId = session.activeRunId;
+  const active = activeId === undefined ? undefined : world.records.get(activeId);
+  const queued = session.queuedRunIds.flatMap((id) => world.records.get(id) ?? []);
+  if (statusBefore === 'CREATED' && !wasStarted) {
+    record.jumpsQueue = record.strategy === 'interrupt' && active !== undefined;
+    if (record.strategy === 'interrupt' && active !== undefined) {
+      licenceAll([active], 'interrupt');
+      licenceAll([active], 'cancel');
+    }
+    if (record.strategy === 'preempt')
+      licenceAll([...queued, ...(active ? [active] : [])], 'preempt');
+  }
+  try {
+    record.run.start();
+    if (wasStarted) world.violation(`start(${record.run.id}) twice did not throw`);
+  } catch (error) {
+    const code = error instanceof RunplaneError ? error.code : String(error);
+    const expected =
+      (wasStarted && code === 'RUN_ALREADY_STARTED') ||
+      (!wasStarted && record.strategy === 'reject' && code === 'SESSION_BUSY');
+    if (!expected) world.violation(`start(${record.run.id}) threw ${code}`);
+    if (code === 'SESSION_BUSY') record.licences.add('cancel');
+    if (code === 'SESSION_BUSY' && record.run.status !== 'CANCELLED') {
+      world.violation(`a run rejected with SESSION_BUSY is ${record.run.status}, not CANCELLED`);
+    }
+  }
+}
+
+class Start extends Step {
+  constructor(
+    readonly index: number,
+    readonly scope: Scope,
+  ) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const record = target(world, this.index, this.scope, (r) => !r.run.started);
+    if (record === undefined) return;
+    this.label = record.run.id;
+    startRun(world, record);
+  }
+  toString(): string {
+    return `start(${this.label || `#${this.index}`})`;
+  }
+}
+
+const modeName = (mode: number): string =>
+  ['immediate', 'afterChatModel', 'afterToolCalls', 'anySafePoint'][mode] ?? String(mode);
+
+class Cancel extends Step {
+  constructor(
+    readonly index: number,
+    readonly mode: number,
+    readonly timeoutMs: number | undefined,
+    readonly via: 'run' | 'registry',
+    readonly scope: Scope,
+  ) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const record = target(world, this.index, this.scope, isLiveRecord);
+    if (record === undefined) return;
+    this.label = record.run.id;
+    const { run } = record;
+    const terminalBefore = isTerminalStatus(run.status);
+    record.licences.add('cancel');
+    const before = world.fingerprint();
+    const options = {
+      mode: this.mode,
+      reason: 'race',
+      ...(this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs }),
+    };
+    if (this.via === 'registry') {
+      const answer = world.runtime.runs.cancel(world.ownerId, record.sessionId, run.id, options);
+      const expected = terminalBefore ? 'ended' : 'accepted';
+      if (answer !== expected)
+        world.violation(`runs.cancel(${run.id}) answered ${answer}, not ${expected}`);
+      if (world.runtime.runs.cancel('someone-else', record.sessionId, run.id) !== 'not_found') {
+        world.violation(`runs.cancel(${run.id}) for another owner did not answer not_found`);
+      }
+    } else {
+      const result = run.cancel(options);
+      if (terminalBefore) {
+        if (result.contributed) world.violation(`cancel(${run.id}) after it ended contributed`);
+        void result.outcome.then((outcome) => {
+          if (outcome !== 'ended') world.violation(`cancel(${run.id}) after it ended: ${outcome}`);
+        });
+      }
+    }
+    world.expectOnlyChanged(this.toString(), before, new Set([run.id]));
+    if (terminalBefore && world.fingerprint().get(run.id) !== before.get(run.id)) {
+      world.violation(`cancel(${run.id}) after it ended changed it`);
+    }
+  }
+  toString(): string {
+    const timeout = this.timeoutMs === undefined ? '' : `, escalate after ${this.timeoutMs}ms`;
+    return `cancel(${this.label || `#${this.index}`}, ${modeName(this.mode)}${timeout}${this.via === 'registry' ? ', via runs.cancel' : ''})`;
+  }
+}
+
+class Interrupt extends Step {
+  constructor(
+    readonly index: number,
+    readonly via: 'run' | 'registry',
+    readonly scope: Scope,
+  ) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const record = target(world, this.index, this.scope, isLiveRecord);
+    if (record === undefined) return;
+    this.label = record.run.id;
+    const { run } = record;
+    const terminalBefore = isTerminalStatus(run.status);
+    // Before RUNNING an interrupt is a cancel (DESIGN.md §5).
+    record.licences.add(run.status === 'RUNNING' ? 'interrupt' : 'cancel');
+    const before = world.fingerprint();
+    if (this.via === 'registry') {
+      const answer = world.runtime.runs.interrupt(world.ownerId, record.sessionId, run.id, 'race');
+      const expected = terminalBefore ? 'ended' : 'accepted';
+      if (answer !== expected)
+        world.violation(`runs.interrupt(${run.id}) answered ${answer}, not ${expected}`);
+    } else if (run.interrupt('race') && terminalBefore) {
+      world.violation(`interrupt(${run.id}) after it ended contributed`);
+    }
+    world.expectOnlyChanged(this.toString(), before, new Set([run.id]));
+  }
+  toString(): string {
+    return `interrupt(${this.label || `#${this.index}`}${this.via === 'registry' ? ', via runs.interrupt' : ''})`;
+  }
+}
+
+class Advance implements RaceCommand {
+  constructor(readonly ms: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(_model: RaceModel, world: RaceWorld): Promise<void> {
+    world.trace.push(this.toString());
+    await world.clock.advance(this.ms);
+    world.checkStep(this.toString());
+  }
+  toString(): string {
+    return `advance(${this.ms}ms)`;
+  }
+}
+
+class AgentStep extends Step {
+  constructor(
+    readonly index: number,
+    readonly action: 'complete' | 'fail' | 'emit' | SafePointKind,
+    readonly scope: Scope,
+  ) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const record = target(world, this.index, this.scope, (r) =>
+      world.agents[r.kind].isExecuting(r.run.id),
+    );
+    if (record === undefined) return;
+    this.label = record.run.id;
+    const agent = world.agents[record.kind];
+    const runId = record.run.id;
+    switch (this.action) {
+      case 'complete':
+        record.licences.add('complete');
+        agent.complete(runId, `output of ${runId}`);
+        break;
+      case 'fail':
+        record.licences.add('fail');
+        agent.fail(runId, new Error(`${runId} failed`));
+        break;
+      case 'emit':
+        agent.emit(runId, 'agent.message', { text: `from ${runId}` });
+        break;
+      default:
+        agent.safePoint(runId, this.action);
+    }
+  }
+  toString(): string {
+    const name =
+      this.action === 'afterChatModel' || this.action === 'afterToolCalls'
+        ? `safePoint ${this.action}`
+        : this.action;
+    return `agent ${name}(${this.label || `#${this.index}`})`;
+  }
+}
+
+class SessionInterrupt extends Step {
+  constructor(readonly session: number) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const sessionId = world.sessions[this.session % world.sessions.length] ?? 's1';
+    this.label = sessionId;
+    const session = world.runtime.session(world.ownerId, sessionId);
+    const activeId = session.activeRunId;
+    const active = activeId === undefined ? undefined : world.records.get(activeId);
+    if (active !== undefined) active.licences.add('interrupt');
+    const before = world.fingerprint();
+    const answer = session.interrupt('race');
+    const expected = active?.run.status === 'RUNNING' ? 'accepted' : 'idle';
+    if (answer !== expected)
+      world.violation(`session(${sessionId}).interrupt() answered ${answer}, not ${expected}`);
+    world.expectOnlyChanged(
+      this.toString(),
+      before,
+      new Set(activeId === undefined ? [] : [activeId]),
+    );
+  }
+  toString(): string {
+    return `session.interrupt(${this.label || `#${this.session}`})`;
+  }
+}
+
+class CancelAll extends Step {
+  constructor(
+    readonly session: number,
+    readonly includeActive: boolean,
+  ) {
+    super();
+  }
+  protected act(_model: RaceModel, world: RaceWorld): void {
+    const sessionId = world.sessions[this.session % world.sessions.length] ?? 's1';
+    this.label = sessionId;
+    const session = world.runtime.session(world.ownerId, sessionId);
+    const targets = new Set(session.queuedRunIds);
+    if (this.includeActive && session.activeRunId !== undefined) targets.add(session.activeRunId);
+    licenceAll(
+      [...targets].flatMap((id) => world.records.get(id) ?? []),
+      'cancel',
+    );
+    const before = world.fingerprint();
+    session.cancelAll({ includeActive: this.includeActive });
+    world.expectOnlyChanged(this.toString(), before, targets);
+  }
+  toString(): string {
+    return `session.cancelAll(${this.label || `#${this.session}`}${this.includeActive ? ', includeActive' : ''})`;
+  }
+}
+
+class Shutdown implements RaceCommand {
+  constructor(readonly graceMs: number) {}
+  check(model: Readonly<RaceModel>): boolean {
+    return !model.shutdown;
+  }
+  async run(model: RaceModel, world: RaceWorld): Promise<void> {
+    model.shutdown = true;
+    world.trace.push(this.toString());
+    void world.shutdown(this.graceMs);
+    await world.clock.flush();
+    world.checkStep(this.toString());
+  }
+  toString(): string {
+    return `shutdown(grace ${this.graceMs}ms)`;
+  }
+}
+
+/** The command arbitraries, weighted by repetition. */
+export function raceCommands(options: RaceCommandOptions): fc.Arbitrary<RaceCommand>[] {
+  const session = fc.nat({ max: Math.max(0, options.sessions - 1) });
+  const run = fc.nat({ max: 63 });
+  const via = fc.constantFrom<'run' | 'registry'>('run', 'registry');
+  const scope = fc.constantFrom<Scope>('relevant', 'relevant', 'relevant', 'any');
+  const prepare = fc
+    .record({
+      session,
+      kind: fc.constantFrom(...options.agents),
+      timeoutMs: fc.constantFrom<number | undefined>(undefined, undefined, 60, 250),
+      strategy: fc.constantFrom(...options.strategies),
+      graceMs: fc.constantFrom(0, 40),
+      andStart: fc.constantFrom(true, true, true, false),
+    })
+    .map((p) => new Prepare(p.session, p.kind, p.timeoutMs, p.strategy, p.graceMs, p.andStart));
+  const start = fc.record({ run, scope }).map((c) => new Start(c.run, c.scope));
+  const cancel = fc
+    .record({
+      run,
+      mode: fc.constantFrom(
+        CancelMode.Immediate,
+        CancelMode.AfterChatModel,
+        CancelMode.AfterToolCalls,
+        CancelMode.AnySafePoint,
+      ),
+      timeoutMs: fc.constantFrom<number | undefined>(undefined, 0, 30),
+      via,
+      scope,
+    })
+    .map((c) => new Cancel(c.run, c.mode, c.timeoutMs, c.via, c.scope));
+  const agent = (action: AgentStep['action']) =>
+    fc.record({ run, scope }).map((c) => new AgentStep(c.run, action, c.scope));
+  return [
+    prepare,
+    prepare,
+    prepare,
+    prepare,
+    start,
+    cancel,
+    cancel,
+    cancel,
+    fc.record({ run, via, scope }).map((i) => new Interrupt(i.run, i.via, i.scope)),
+    fc.integer({ min: 1, max: 120 }).map((ms) => new Advance(ms)),
+    fc.integer({ min: 1, max: 120 }).map((ms) => new Advance(ms)),
+    agent('complete'),
+    agent('complete'),
+    agent('complete'),
+    agent('fail'),
+    agent('emit'),
+    agent('afterChatModel'),
+    agent('afterToolCalls'),
+    session.map((s) => new SessionInterrupt(s)),
+    fc
+      .record({ session, includeActive: fc.boolean() })
+      .map((c) => new CancelAll(c.session, c.includeActive)),
+    fc.constantFrom(0, 50).map((graceMs) => new Shutdown(graceMs)),
+  ];
+}

@@ -1,0 +1,224 @@
+/**
+ * runRaceProperty: random interleavings of everything that can happen to runs, against a runtime
+ * you build, with runplane's invariants checked after every step.
+ *
+ * @module
+ */
+import fc from 'fast-check';
+import type { SessionStrategy } from '../../machines/session.machine.js';
+import { raceCommands, type RaceModel } from './race-commands.js';
+import {
+  RaceWorld,
+  type RaceAgentKind,
+  type RaceHarness,
+  type RaceRuntimeFactory,
+} from './race-world.js';
+
+export type { RaceAgentKind, RaceHarness, RaceRuntimeFactory };
+export { RaceInvariantError } from './race-world.js';
+
+/** Options of {@link runRaceProperty}. Every field is optional. */
+export interface RacePropertyOptions {
+  /**
+   * How many command sequences to run. @default `RACE_RUNS` from the environment, else 200
+   */
+  readonly numRuns?: number;
+  /** Seed of the run to replay. @default `RACE_SEED` from the environment, else random */
+  readonly seed?: number;
+  /** fast-check path of the counterexample to replay (needs `seed`). @default `RACE_PATH` */
+  readonly path?: string;
+  /** fast-check `replayPath` of the command list (with `seed` and `path`). @default `RACE_REPLAY_PATH` */
+  readonly replayPath?: string;
+  /** Most commands per sequence. @default 40 */
+  readonly maxCommands?: number;
+  /** Sessions the runs are spread over. @default ['s1', 's2'] */
+  readonly sessions?: readonly string[];
+  /** The owner of every run. @default 'owner' */
+  readonly ownerId?: string;
+  /**
+   * Agents to mix: `honours-signal` rejects as soon as its signal aborts; `ignores-signal` goes
+   * on until told (the runtime abandons it after `unwindTimeoutMs`).
+   * @default ['honours-signal', 'ignores-signal']
+   */
+  readonly agents?: readonly RaceAgentKind[];
+  /** Busy-session strategies runs are prepared with. @default all four */
+  readonly strategies?: readonly SessionStrategy[];
+  /** The `maxConcurrentRuns` the factory configured, checked as an invariant. @default none */
+  readonly maxConcurrentRuns?: number;
+  /** Where a failure report is written besides the thrown error. @default console.error */
+  readonly log?: (report: string) => void;
+}
+
+/** What a passing {@link runRaceProperty} did. */
+export interface RaceReport {
+  /** Sequences run. */
+  readonly numRuns: number;
+  /** The seed used (pass it back as `RACE_SEED` to run the same sequences again). */
+  readonly seed: number;
+}
+
+const envNumber = (name: string): number | undefined => {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value)) throw new RangeError(`expected ${name} to be a number, got ${raw}`);
+  return value;
+};
+
+const envString = (name: string): string | undefined => {
+  const raw = process.env[name];
+  return raw === undefined || raw === '' ? undefined : raw;
+};
+
+/**
+ * Runs random interleavings of prepare, start, cancel (each mode, directly and through
+ * `runtime.runs`), interrupt, timeouts (clock advances), agent completion, failure, safe points
+ * and late emits, `session.interrupt()`, `session.cancelAll()` and `shutdown()` against fresh
+ * runtimes from `factory`, with fast-check's scheduler deciding when each agent settlement
+ * lands; then shuts down and drains.
+ *
+ * @remarks
+ * Invariants, checked after every step (and, for admissions and terminal states, at the very
+ * event): a run's terminal state is reached once and never changes, with one terminal event;
+ * admission is FIFO per session and a session never has two active runs (a cancelled run stays
+ * active until its agent settled or was abandoned); `maxConcurrentRuns` holds; a cancel or
+ * interrupt aimed at one run changes no other run at that moment, and at the end every run's
+ * outcome is explained by something aimed at it (its cancel, its timeout, a preempt or
+ * interrupt strategy of a later run in its session, `cancelAll`, shutdown, its own agent); a
+ * cancel of an ended run contributes nothing and answers `ended`; no agent event reaches the
+ * log after its run ended; every `termination` and the shutdown resolve; no error is reported
+ * and no promise rejection goes unhandled; after shutdown no run is live, no timer is armed on
+ * the clock and no actor is active.
+ *
+ * A failure throws with the seed, the fast-check path, the shrunk command list and the
+ * scheduler's interleaving. Set `RACE_SEED`, `RACE_PATH` and `RACE_REPLAY_PATH` (or the same
+ * options) to replay exactly that case; `RACE_RUNS` runs more sequences.
+ *
+ * @param factory - builds the runtime under test from a {@link RaceHarness} (clock, error
+ *   sink, inspection observer); called once per sequence
+ * @param options - {@link RacePropertyOptions}
+ * @returns what ran, once every sequence passed
+ * @throws Error (as a rejection) naming the violated invariant, the seed, the path and the
+ *   commands, when a sequence fails
+ * @example
+ * ```ts
+ * await runRaceProperty(({ clock, reportError, inspect }) =>
+ *   createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 100 }),
+ * );
+ * ```
+ */
+export async function runRaceProperty(
+  factory: RaceRuntimeFactory,
+  options: RacePropertyOptions = {},
+): Promise<RaceReport> {
+  const sessions = options.sessions ?? ['s1', 's2'];
+  const ownerId = options.ownerId ?? 'owner';
+  const commands = raceCommands({
+    sessions: sessions.length,
+    agents: options.agents ?? ['honours-signal', 'ignores-signal'],
+    strategies: options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'],
+  });
+  return checkProperty(
+    ({ replayPath, maxCommands, settleRejections }) =>
+      fc.asyncProperty(
+        fc.scheduler(),
+        fc.commands(commands, {
+          maxCommands,
+          size: 'max',
+          ...(replayPath === undefined ? {} : { replayPath }),
+        }),
+        async (scheduler, cmds) => {
+          const world = new RaceWorld(factory, {
+            ownerId,
+            sessions,
+            maxConcurrentRuns: options.maxConcurrentRuns,
+            schedule: (settlement, label) => scheduler.schedule(settlement, label),
+          });
+          const model: RaceModel = { runs: 0, shutdown: false };
+          await fc.scheduledModelRun(scheduler, () => ({ model, real: world }), cmds);
+          await world.finish(() => scheduler.waitAll());
+          await settleRejections(world.trace);
+        },
+      ),
+    { ...options, maxCommandsDefault: 40 },
+  );
+}
+
+/** @internal What {@link checkProperty} hands the property it builds. */
+export interface PropertyRun {
+  readonly replayPath: string | undefined;
+  readonly maxCommands: number;
+  /**
+   * Lets Node report the rejections this sequence left unhandled, then throws if there were any.
+   *
+   * @param trace - the sequence's steps, for the report
+   */
+  readonly settleRejections: (trace: readonly string[]) => Promise<void>;
+}
+
+/**
+ * @internal Runs a race property built by `build` with the seed, path and run count from the
+ * options or the environment, and turns a failure into a report with a replay line.
+ */
+export async function checkProperty(
+  build: (run: PropertyRun) => fc.IAsyncPropertyWithHooks<[fc.Scheduler, ...unknown[]]>,
+  options: Omit<RacePropertyOptions, 'sessions' | 'ownerId' | 'agents' | 'strategies'> & {
+    maxCommandsDefault: number;
+  },
+): Promise<RaceReport> {
+  const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
+  const seed =
+    options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
+  const path = options.path ?? envString('RACE_PATH');
+  const replayPath = options.replayPath ?? envString('RACE_REPLAY_PATH');
+  const maxCommands = options.maxCommands ?? options.maxCommandsDefault;
+
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  const property = build({
+    replayPath,
+    maxCommands,
+    settleRejections: async (trace) => {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (unhandled.length === 0) return;
+      const reasons = unhandled.splice(0).map(String).join('; ');
+      throw new Error(`unhandled rejection: ${reasons}\n  steps: ${trace.join(', ')}`);
+    },
+  }).beforeEach(() => {
+    unhandled.length = 0;
+  });
+
+  try {
+    const details = await fc.check(property, {
+      numRuns,
+      seed,
+      ...(path === undefined ? {} : { path }),
+      endOnFailure: path !== undefined,
+    });
+    if (details.failed) {
+      const [scheduler, cmds, ...settings] = details.counterexample ?? [];
+      const describe = (value: unknown) =>
+        value === undefined ? '' : (value as { toString(): string }).toString();
+      const commandsText = describe(cmds);
+      const replay = /replayPath="([^"]*)"/.exec(commandsText)?.[1];
+      const cause =
+        details.errorInstance instanceof Error
+          ? details.errorInstance.message
+          : String(details.errorInstance);
+      const report = [
+        `race property failed: ${cause}`,
+        `  seed ${details.seed}, path "${details.counterexamplePath ?? ''}"${replay === undefined ? '' : `, replayPath "${replay}"`}`,
+        `  replay: RACE_SEED=${details.seed} RACE_PATH="${details.counterexamplePath ?? ''}"${replay === undefined ? '' : ` RACE_REPLAY_PATH="${replay}"`}`,
+        `  commands (as generated): ${commandsText.replace(/\/\*replayPath=.*\*\//, '').trim()}`,
+        ...(settings.length === 0 ? [] : [`  settings: ${JSON.stringify(settings)}`]),
+        `  interleaving: ${describe(scheduler)}`,
+      ].join('\n');
+      (options.log ?? ((text: string) => console.error(text)))(report);
+      throw new Error(report, { cause: details.errorInstance });
+    }
+    return { numRuns: details.numRuns, seed: details.seed };
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+}
