@@ -16,21 +16,9 @@ import {
   type TurnLoopConfig,
 } from '../../src/index.js';
 
-export interface Deferred<T> {
-  promise: Promise<T>;
-  resolve(value: T): void;
-  reject(error: unknown): void;
-}
+import { deferred, type Deferred } from '../helpers.js';
 
-export function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
+export { deferred, type Deferred };
 
 /** Lets every queued promise callback run: `rounds` macrotask turns (not a timed sleep). */
 export async function flush(rounds = 5): Promise<void> {
