@@ -4,7 +4,7 @@ import { agentAsTool } from '../../src/agent/agent-as-tool.js';
 import { createGate } from '../../src/agent/gate.js';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
-import { eventsOf, owner, session, setup, summarize } from './helpers.js';
+import { eventsOf, owner, session, setup, summarize, startReActRun } from './helpers.js';
 
 describe('agentAsTool: nested agents', () => {
   it('runs the child as a nested run and returns its reply; the child leaves the session history alone', async () => {
@@ -22,13 +22,11 @@ describe('agentAsTool: nested agents', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: parentModel, tools: [research] }),
-      input: 'How many museums in Lyon?',
-    });
-    run.start();
+    const run = startReActRun(
+      runtime,
+      { model: parentModel, tools: [research] },
+      'How many museums in Lyon?',
+    );
     expect((await run.result()).reply).toBe('There are 3.');
     expect(summarize(childModel.requests[0]?.messages ?? [])).toEqual(['user: museums in Lyon']);
     expect(parentModel.requests[1]?.messages.find((m) => m.role === 'tool')?.content).toBe(
@@ -66,13 +64,7 @@ describe('agentAsTool: nested agents', () => {
         clock,
       },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: parentModel, tools: [research] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: parentModel, tools: [research] }, 'go');
     await gate.reached;
     run.cancel(); // immediate cancels are recursive
     expect(await run.termination).toMatchObject({ status: 'CANCELLED', unsettled: false });
@@ -102,13 +94,7 @@ describe('agentAsTool: nested agents', () => {
         clock,
       },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: parentModel, tools: [research] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: parentModel, tools: [research] }, 'go');
     await gate.reached;
     run.interrupt('stop everything');
     const result = await run.result();

@@ -3,7 +3,16 @@ import { z } from 'zod';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
 import { defineTool } from '../../src/agent/tool.js';
-import { eventsOf, flush, nextEvent, owner, session, setup, summarize } from './helpers.js';
+import {
+  eventsOf,
+  flush,
+  nextEvent,
+  owner,
+  session,
+  setup,
+  summarize,
+  startReActRun,
+} from './helpers.js';
 
 function bookingSetup() {
   const env = setup();
@@ -154,13 +163,7 @@ describe('tool approvals', () => {
       { clock },
     );
     const requested = nextEvent(runtime, 'agent.approval_requested');
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [pay] }),
-      input: 'pay',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [pay] }, 'pay');
     expect((await requested).payload.tool_use_id).toBe('big');
     await flush();
     expect(paid).toEqual([5]); // the small one did not wait

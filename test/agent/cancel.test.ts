@@ -16,6 +16,7 @@ import {
   session,
   setup,
   summarize,
+  startReActRun,
 } from './helpers.js';
 
 const key = { ownerId: owner, sessionId: session };
@@ -26,13 +27,7 @@ describe('createReActAgent: cancel', () => {
     const model = createScriptedModel([{ text: ['Once ', 'upon ', 'a time'], chunkDelayMs: 10 }], {
       clock,
     });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'Tell a story',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'Tell a story');
     await flush();
     clock.increment(10);
     await flush();
@@ -83,13 +78,7 @@ describe('createReActAgent: cancel', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [quick, fetchPage] }),
-      input: 'Read the page',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [quick, fetchPage] }, 'Read the page');
     await started.promise;
     await flush(); // `quick` finishes; `fetch_page` waits on the clock
     run.cancel();
@@ -180,13 +169,7 @@ describe('createReActAgent: cancel', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [del] }),
-      input: 'Clean up',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [del] }, 'Clean up');
     await gate.reached;
     const { contributed, outcome } = run.cancel({ mode: CancelMode.AfterChatModel });
     expect(contributed).toBe(true);
@@ -227,13 +210,7 @@ describe('createReActAgent: cancel', () => {
     const model = createScriptedModel([{ toolCalls: [{ name: 'step' }] }, { text: 'never' }], {
       clock,
     });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [tool] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [tool] }, 'go');
     await started.promise;
     run.cancel({ mode: CancelMode.AfterToolCalls });
     finish.resolve();
@@ -264,13 +241,7 @@ describe('createReActAgent: cancel', () => {
       },
     });
     const model = createScriptedModel([{ toolCalls: [{ name: 'long' }] }], { clock });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [tool] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [tool] }, 'go');
     await started.promise;
     const { outcome } = run.cancel({ mode: CancelMode.AfterToolCalls, timeoutMs: 500 });
     clock.increment(500);

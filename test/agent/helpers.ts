@@ -1,6 +1,7 @@
 import { SimulatedClock } from 'xstate';
 import { expect } from 'vitest';
 import type { ChatMessage } from '../../src/agent/messages.js';
+import { createReActAgent, type ReActAgentOptions } from '../../src/agent/react-agent.js';
 import type { RunplaneEvent } from '../../src/events/event-log.js';
 import {
   createRuntime,
@@ -50,11 +51,22 @@ export function nextEvent(runtime: Runtime, type: string): Promise<RunplaneEvent
   });
 }
 
-/** A promise with its resolve function, for tools and tests that wait on each other. */
-export function deferred<T = void>() {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((r) => (resolve = r));
-  return { promise, resolve };
+export { deferred } from '../helpers.js';
+
+/**
+ * Prepares and starts a ReAct run in the tests' session (`owner`, `session`).
+ *
+ * @returns the started run
+ */
+export function startReActRun(runtime: Runtime, options: ReActAgentOptions, input: string) {
+  const run = runtime.prepare({
+    ownerId: owner,
+    sessionId: session,
+    agent: createReActAgent(options),
+    input,
+  });
+  run.start();
+  return run;
 }
 
 /** Asserts the history never holds half a tool call: every call has exactly one result, right after. */

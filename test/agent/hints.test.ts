@@ -5,7 +5,7 @@ import { createReActAgent } from '../../src/agent/react-agent.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
 import { defineTool } from '../../src/agent/tool.js';
 import { createMemoryInbox } from '../../src/inbox/memory-inbox.js';
-import { deferred, eventsOf, owner, session, setup, summarize } from './helpers.js';
+import { deferred, eventsOf, owner, session, setup, summarize, startReActRun } from './helpers.js';
 
 describe('inbox hints', () => {
   it('a hint pushed while a tool runs reaches the very next model request', async () => {
@@ -80,13 +80,7 @@ describe('inbox hints', () => {
       [{ text: ['a', 'b'], toolCalls: [{ name: 'noop' }], gate, gateAt: 1 }, { text: 'done' }],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [noop] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [noop] }, 'go');
     await gate.reached;
     runtime.inbox.push(owner, session, { text: 'budget is 5000', source: 'ops' });
     gate.open();
@@ -105,13 +99,7 @@ describe('inbox hints', () => {
     const hintId = runtime.inbox.push(owner, session, 'I am vegetarian');
     expect(runtime.inbox.size(owner, session)).toBe(1);
     const model = createScriptedModel([{ text: 'Noted.' }], { clock });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'Plan dinner',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'Plan dinner');
     await run.result();
     expect(summarize(model.requests[0]?.messages ?? [])).toEqual([
       'user: Plan dinner',
@@ -126,13 +114,7 @@ describe('inbox hints', () => {
     runtime.inbox.push('someone-else', session, 'secret of someone else');
     runtime.inbox.push(owner, 'another-session', 'for another session');
     const model = createScriptedModel([{ text: 'Hi.' }], { clock });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'hi',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'hi');
     await run.result();
     expect(summarize(model.requests[0]?.messages ?? [])).toEqual(['user: hi']);
     expect(runtime.inbox.size('someone-else', session)).toBe(1);

@@ -7,7 +7,7 @@ import { ModelError } from '../../src/agent/model-error.js';
 import { createOpenAIModel } from '../../src/agent/openai-model.js';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { defineTool } from '../../src/agent/tool.js';
-import { deferred, owner, session, setup } from './helpers.js';
+import { deferred, owner, session, setup, startReActRun } from './helpers.js';
 
 // A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions streaming wire format.
 
@@ -377,13 +377,7 @@ describe('createOpenAIModel against a local wire-format server', () => {
       parameters: z.object({ city: z.string() }),
       execute: ({ city }) => `sunny in ${city}`,
     });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: model(), tools: [weather] }),
-      input: 'Weather in Paris?',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: model(), tools: [weather] }, 'Weather in Paris?');
     const result = await run.result();
     expect(result).toMatchObject({ reply: 'Sunny in Paris.', reason: 'completed', steps: 2 });
     expect(result.usage).toEqual({ promptTokens: 30, completionTokens: 9, totalTokens: 39 });
@@ -448,13 +442,7 @@ describe('createOpenAIModel against a local wire-format server', () => {
   it('a failed HTTP call fails the run with the MODEL_ERROR and its status', async () => {
     const { runtime } = setup();
     handlers.push(errorAnswer(429, 'slow down'));
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: model() }),
-      input: 'hi',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: model() }, 'hi');
     await expect(run.result()).rejects.toMatchObject({ code: 'MODEL_ERROR', status: 429 });
   });
 });

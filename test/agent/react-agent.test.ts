@@ -17,6 +17,7 @@ import {
   session,
   setup,
   summarize,
+  startReActRun,
 } from './helpers.js';
 
 const recovery = 'I noticed that you have interrupted me. What can I do for you?';
@@ -160,13 +161,7 @@ describe('createReActAgent: the ReAct loop', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [ping], maxSteps: 2 }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [ping], maxSteps: 2 }, 'go');
     const result = await run.result();
     expect(result).toMatchObject({ reason: 'max_steps', steps: 2, reply: 'two' });
     expect(calls).toBe(2);
@@ -202,13 +197,7 @@ describe('createReActAgent: the ReAct loop', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [add] }),
-      input: 'add',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [add] }, 'add');
     expect((await run.termination).status).toBe('COMPLETED');
     expect(executed).toBe(1);
     const results = (model.requests[1]?.messages ?? []).filter((m) => m.role === 'tool');
@@ -253,13 +242,7 @@ describe('createReActAgent: the ReAct loop', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [slow] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [slow] }, 'go');
     await flush();
     expect(started).toEqual(['a', 'b']);
     clock.increment(100); // one period serves both: they run at once
@@ -282,13 +265,7 @@ describe('createReActAgent: the ReAct loop', () => {
     const model = createScriptedModel([{ toolCalls: [{ name: 'stuck' }] }, { text: 'gave up' }], {
       clock,
     });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [stuck] }),
-      input: 'go',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [stuck] }, 'go');
     await flush();
     expect(toolSignal?.aborted).toBe(false);
     clock.increment(50);
@@ -304,13 +281,7 @@ describe('createReActAgent: the ReAct loop', () => {
       [{ text: ['partial '], error: new ModelError('the model answered 500', 500) }],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'hi',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'hi');
     const outcome = await run.termination;
     expect(outcome.status).toBe('FAILED');
     if (outcome.status !== 'FAILED') return;
@@ -329,13 +300,7 @@ describe('createReActAgent: the ReAct loop', () => {
         throw new TypeError('socket hang up');
       },
     };
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: broken }),
-      input: 'hi',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: broken }, 'hi');
     await expect(run.result()).rejects.toMatchObject({ code: 'MODEL_ERROR', status: undefined });
 
     const bad = runtime.prepare({
@@ -374,13 +339,7 @@ describe('createReActAgent: interrupt', () => {
       [{ text: ['Hello ', 'wor', 'ld'], gate, gateAt: 2 }, { text: 'never asked' }],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'Say hello',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'Say hello');
     await gate.reached;
     expect(run.interrupt('stop please')).toBe(true);
     const outcome = await run.termination;
@@ -467,13 +426,7 @@ describe('createReActAgent: interrupt', () => {
       ],
       { clock },
     );
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [slow] }),
-      input: 'Find hotels',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [slow] }, 'Find hotels');
     await started.promise;
     run.interrupt();
     const outcome = await run.termination;
@@ -508,13 +461,7 @@ describe('createReActAgent: interrupt', () => {
     const model = createScriptedModel([{ toolCalls: [{ name: 'book' }] }, { text: 'never' }], {
       clock,
     });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model, tools: [stubborn] }),
-      input: 'Book it',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model, tools: [stubborn] }, 'Book it');
     await started.promise;
     run.interrupt();
     await flush();
@@ -558,13 +505,7 @@ describe('createReActAgent: interrupt', () => {
       stream: (messages, options) =>
         model.stream(messages, { ...options, signal: new AbortController().signal }),
     };
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model: deafToGate, tools: [tool] }),
-      input: 'act twice',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model: deafToGate, tools: [tool] }, 'act twice');
     await gate.reached;
     run.interrupt();
     gate.open();
@@ -591,13 +532,7 @@ describe('createReActAgent: interrupt', () => {
     const { clock, runtime } = setup({ stores: { sessionStore: failing } });
     const gate = createGate();
     const model = createScriptedModel([{ text: ['a', 'b'], gate, gateAt: 1 }], { clock });
-    const run = runtime.prepare({
-      ownerId: owner,
-      sessionId: session,
-      agent: createReActAgent({ model }),
-      input: 'hi',
-    });
-    run.start();
+    const run = startReActRun(runtime, { model }, 'hi');
     await gate.reached;
     run.interrupt();
     const result = await run.result();
