@@ -5,13 +5,28 @@
  * A doubly linked list indexed by a `Map`. The session machine keeps one in its context and
  * mutates it in place: copying a 10,000-entry queue on every event would make a long queue
  * quadratic, which is exactly what DESIGN.md §6 rules out ("queue removal is O(1)").
+ *
+ * @module
  */
+
+/** One queued run, linked to its neighbours. */
 interface Node {
   readonly runId: string;
   prev: Node | undefined;
   next: Node | undefined;
 }
 
+/**
+ * The session's FIFO of run ids (see the module note): O(1) at both ends and anywhere between.
+ *
+ * @example
+ * ```ts
+ * const queue = new RunQueue();
+ * queue.add('a'); queue.add('b'); queue.addFirst('urgent');
+ * queue.delete('a');
+ * queue.shift(); // 'urgent'
+ * ```
+ */
 export class RunQueue {
   readonly #nodes = new Map<string, Node>();
   #head: Node | undefined;
