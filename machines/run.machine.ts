@@ -14,13 +14,17 @@
  * (xstate #5331). The only relative delay is the unwind budget, which is re-armed whenever
  * a CANCELLED run starts unwinding.
  *
+ * A run started into a session with a free slot is admitted in the same macrostep: `run.start`
+ * carries `admitted: true`, and QUEUED raises `run.admit` on entry. It still passes QUEUED
+ * (inspection shows both microsteps); it just never waits there.
+ *
  * A terminal status is entered at once; the run is *settled* only when the executor has
  * returned or thrown (CANCELLED.unwinding → settled), or has been abandoned after
  * `unwindTimeoutMs` (→ abandoned). The session admits its next run only after that.
  *
  * @module
  */
-import { assign, fromCallback, setup, spawnChild } from 'xstate';
+import { assign, enqueueActions, fromCallback, raise, setup, spawnChild } from 'xstate';
 import type { EventObject } from 'xstate';
 import {
   CancelMode,
@@ -87,7 +91,11 @@ export interface RunMachineContext {
 
 /** Events the run machine accepts. Times are absolute clock milliseconds. */
 export type RunMachineEvent =
-  | { type: 'run.start'; at: number }
+  /**
+   * `admitted`: the session admits the run in the same step as its start (its slot was free),
+   * so the run passes QUEUED and enters RUNNING in one macrostep.
+   */
+  | { type: 'run.start'; at: number; admitted?: boolean }
   | { type: 'run.admit' }
   | { type: 'run.cancel'; request: CancelRequest }
   | { type: 'run.interrupt'; message?: string | undefined }
@@ -165,6 +173,12 @@ export const runMachine = setup({
         timerSeq: rearm ? context.timerSeq + 1 : context.timerSeq,
       };
     }),
+    /**
+     * The session's admission of a run started into a free slot. Named here, built once:
+     * XState warns when `raise()` is created while a custom action runs, and the session's
+     * `admitRun` action is what starts such a run.
+     */
+    raiseAdmit: raise({ type: 'run.admit' }),
     /** Before RUNNING an interrupt is a cancel (DESIGN.md §5). */
     recordInterruptAsCancel: assign(({ context }) => ({
       cancel: mergeCancelRequests(context.cancel, cancelledBy('cancel', 'interrupted')),
@@ -261,6 +275,11 @@ export const runMachine = setup({
       },
     },
     QUEUED: {
+      // Started into a session with a free slot: the session's admission comes in the same
+      // macrostep, so QUEUED is passed without a step of its own.
+      entry: enqueueActions(({ event, enqueue }) => {
+        if (event.type === 'run.start' && event.admitted === true) enqueue('raiseAdmit');
+      }),
       on: {
         'run.admit': { target: 'RUNNING' },
         'run.cancel': { target: 'CANCELLED', actions: 'recordCancel' },

@@ -18,12 +18,20 @@ import {
   type RunStatus,
 } from '../../machines/run.machine.js';
 import { z } from 'zod';
-import { InvalidArgumentError, RunAlreadyStartedError, RunCancelledError } from '../errors.js';
+import type { AgentServices } from '../agent/agent-services.js';
+import type { Clock } from '../clock.js';
+import {
+  createAbortReason,
+  InvalidArgumentError,
+  RunAlreadyStartedError,
+  RunCancelledError,
+} from '../errors.js';
 import { durationMs, parseOptions } from '../validation.js';
 import { setInspectedParent } from '../inspect/actor-parents.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
-import type { Agent, RunContext, SpawnOptions } from './agent.js';
+import type { Agent, SpawnOptions } from './agent.js';
+import { AgentRunContext, type RunContextHost } from './run-context.js';
 import type { CancelOutcome, CancelResult, RunOutcome } from './run-outcome.js';
 
 /** Options of {@link AgentRun.cancel}. */
@@ -70,11 +78,6 @@ const cancelOptionsSchema = z.strictObject({
 
 const spawnOptionsSchema = z.strictObject({ timeoutMs: durationMs.optional() });
 
-const safePointKinds: ReadonlySet<string> = new Set(['afterChatModel', 'afterToolCalls']);
-
-/** Event namespaces only the runtime writes: an agent cannot forge lifecycle events. */
-const reservedEventPrefixes = ['run.', 'session.'];
-
 const noChildren: ReadonlySet<AgentRun<unknown>> = new Set();
 
 const statusOf = (snapshot: RunSnapshot): RunStatus =>
@@ -82,11 +85,14 @@ const statusOf = (snapshot: RunSnapshot): RunStatus =>
     ? snapshot.value
     : Object.keys(snapshot.value)[0]) as RunStatus;
 
-const isSettled = (snapshot: RunSnapshot): boolean =>
-  snapshot.matches('COMPLETED') ||
-  snapshot.matches('FAILED') ||
-  snapshot.matches({ CANCELLED: 'settled' }) ||
-  snapshot.matches({ CANCELLED: 'abandoned' });
+/** Terminal and settled: COMPLETED, FAILED, CANCELLED.settled or CANCELLED.abandoned. */
+const isSettled = (snapshot: RunSnapshot): boolean => {
+  // Read from the value itself: `matches` allocates, and this runs on every snapshot.
+  const { value } = snapshot;
+  if (typeof value === 'string') return value === 'COMPLETED' || value === 'FAILED';
+  const cancelled = (value as { CANCELLED?: unknown }).CANCELLED;
+  return cancelled === 'settled' || cancelled === 'abandoned';
+};
 
 /**
  * One execution of an agent. Created by `runtime.prepare(...)` in status CREATED, already
@@ -97,7 +103,7 @@ const isSettled = (snapshot: RunSnapshot): boolean =>
  * (`stream()`) does. `termination` resolves only when the agent has settled, so a caller that
  * starts a new run right after can never race the old one.
  */
-export class AgentRun<TOutput = unknown> {
+export class AgentRun<TOutput = unknown> implements RunContextHost {
   /** The run id (nanoid), never reused. */
   readonly id: string;
   readonly ownerId: string;
@@ -114,7 +120,11 @@ export class AgentRun<TOutput = unknown> {
   readonly #agent: Agent<unknown, TOutput>;
   readonly #input: unknown;
   readonly #actor: Actor<BoundRunMachine>;
-  readonly #abort = new AbortController();
+  /** Fires the run's AbortSignal; created on first use (a no-op agent never needs one). */
+  #abort: AbortController | undefined;
+  /** Why the executor was aborted before anything asked for its signal. */
+  #abortReason: unknown;
+  #services: AgentServices | undefined;
   /** Aborted when an interrupt reaches the RUNNING run (`ctx.interruptSignal`). */
   #interrupt: AbortController | undefined; // created on first use: most runs never need it
   #children: Set<AgentRun<unknown>> | undefined; // created by the first ctx.spawn
@@ -355,19 +365,29 @@ export class AgentRun<TOutput = unknown> {
 
   // ---- internal, used by the runtime and the session ------------------------------------------
 
-  /** @internal Moves CREATED → QUEUED. */
+  /** @internal Moves CREATED → QUEUED (unless something admitted or cancelled it already). */
   enqueue(): void {
-    this.#send({ type: 'run.start', at: this.#core.clock.now() });
+    if (this.#status === 'CREATED') this.#send({ type: 'run.start', at: this.#core.clock.now() });
   }
 
   /**
-   * @internal Moves QUEUED → RUNNING.
+   * @internal Moves QUEUED → RUNNING, or CREATED → QUEUED → RUNNING in one step when the
+   * session admits the run as it starts.
    * @returns whether the run was admitted (its agent started), even if something cancelled it
    *   in the same step: the session must then wait for it to settle
    */
   admit(): boolean {
-    this.#send({ type: 'run.admit' });
+    if (this.#status === 'CREATED') {
+      this.#send({ type: 'run.start', at: this.#core.clock.now(), admitted: true });
+    } else {
+      this.#send({ type: 'run.admit' });
+    }
     return this.#actor.getSnapshot().context.executor !== 'idle';
+  }
+
+  /** @internal Whether the run was prepared with `timeoutMs: 0` (spent before it could queue). */
+  get hasNoBudget(): boolean {
+    return this.#actor.getSnapshot().context.timeoutMs === 0;
   }
 
   /** @internal The live nested runs. */
@@ -377,7 +397,7 @@ export class AgentRun<TOutput = unknown> {
 
   /** @internal Runs the agent; wired as the run machine's `startExecutor` action. */
   execute(): void {
-    const ctx = this.#createContext();
+    const ctx = new AgentRunContext(this);
     // A microtask hop: the agent never runs inside an XState transition.
     Promise.resolve()
       .then(() => this.#agent.execute(this.#input, ctx))
@@ -389,7 +409,98 @@ export class AgentRun<TOutput = unknown> {
 
   /** @internal Fires the run's AbortSignal; wired as the run machine's `abortExecutor` action. */
   abortExecutor(cause: CancelCause, reason: string | undefined): void {
-    this.#abort.abort(new RunCancelledError(this.id, cause, reason));
+    this.#abortWith(createAbortReason(this.id, cause, reason));
+  }
+
+  #abortWith(reason: unknown): void {
+    if (this.#abort !== undefined) this.#abort.abort(reason);
+    else this.#abortReason ??= reason;
+  }
+
+  // ---- RunContextHost: what the agent's ctx reaches (src/run/run-context.ts) -----------------
+
+  /** @internal */
+  get clock(): Clock {
+    return this.#core.clock;
+  }
+
+  /** @internal */
+  get interruptRequested(): boolean {
+    return this.#actor.getSnapshot().context.interruptRequested;
+  }
+
+  /** @internal */
+  get interruptMessage(): string | undefined {
+    return this.#actor.getSnapshot().context.interruptMessage;
+  }
+
+  /** @internal */
+  executorSignal(): AbortSignal {
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController();
+      if (this.#abortReason !== undefined) this.#abort.abort(this.#abortReason);
+    }
+    return this.#abort.signal;
+  }
+
+  /** @internal */
+  interruptSignal(): AbortSignal {
+    return this.#interruptController().signal;
+  }
+
+  /** @internal Inbox, history and approvals (src/agent/agent-services.ts). */
+  agentServices(): AgentServices {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the bound getters close over the run
+    const run = this;
+    return (this.#services ??= this.#core.agentServices(this, {
+      get signal() {
+        return run.executorSignal();
+      },
+      emit: (type, payload) => this.emitFromAgent(type, payload),
+      isLive: () => this.#isLive(),
+      isAbandoned: () => this.#finished,
+    }));
+  }
+
+  /** @internal Fenced: a late executor cannot write into the log. */
+  emitFromAgent(type: string, payload: Record<string, unknown>): void {
+    if (this.#isLive()) this.#core.appendEvent(this, type, payload);
+  }
+
+  /** @internal */
+  reachSafePoint(kind: SafePointKind, state: unknown): void {
+    if (state !== undefined) this.#safePointState = state;
+    if (this.#isLive()) this.#send({ type: 'run.safe_point', kind });
+    if (this.#status === 'CANCELLED') {
+      const { cause, cancel } = this.#actor.getSnapshot().context;
+      throw new RunCancelledError(this.id, cause ?? 'cancel', cancel?.reason);
+    }
+  }
+
+  /** @internal */
+  spawnNested<TIn, TOut>(
+    agent: Agent<TIn, TOut>,
+    input: TIn,
+    options: SpawnOptions | undefined,
+  ): AgentRun<TOut> {
+    parseOptions(spawnOptionsSchema, options ?? {}, 'options');
+    if (!this.#isLive()) {
+      const { cause } = this.#actor.getSnapshot().context;
+      if (this.#status === 'CANCELLED') throw new RunCancelledError(this.id, cause ?? 'cancel');
+      throw new InvalidArgumentError(
+        'spawn',
+        `run ${this.id} is ${this.#status}: a run that ended cannot start nested runs`,
+      );
+    }
+    const child = this.#core.spawnNested(this, agent, input, options);
+    const children = (this.#children ??= new Set());
+    children.add(child);
+    void child.termination.then(() => children.delete(child));
+    return child;
+  }
+
+  #isLive(): boolean {
+    return !terminalRunStatuses.has(this.#status);
   }
 
   /** Sends to the run actor; once the run has finished, its actor is stopped and this is a no-op. */
@@ -407,85 +518,6 @@ export class AgentRun<TOutput = unknown> {
       if (status !== 'CANCELLED') return 'ended';
       return this.#actor.getSnapshot().context.escalated ? 'escalated' : 'cancelled';
     });
-  }
-
-  #createContext(): RunContext {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the context closes over its run
-    const run = this;
-    const isLive = () => !terminalRunStatuses.has(run.#status);
-    // Agent layer: inbox, history, approvals (src/agent/agent-services.ts).
-    const services = run.#core.agentServices(run, {
-      signal: run.#abort.signal,
-      emit: (type, payload) => {
-        if (isLive()) run.#core.appendEvent(run, type, payload);
-      },
-      isLive,
-      isAbandoned: () => run.#finished,
-    });
-    return {
-      runId: run.id,
-      ownerId: run.ownerId,
-      sessionId: run.sessionId,
-      parentRunId: run.parentRunId,
-      signal: run.#abort.signal,
-      get interruptSignal() {
-        return run.#interruptController().signal;
-      },
-      clock: run.#core.clock,
-      inbox: services.inbox,
-      history: services.history,
-      requestApproval: services.requestApproval,
-      get interruptRequested() {
-        return run.#actor.getSnapshot().context.interruptRequested;
-      },
-      get interruptMessage() {
-        return run.#actor.getSnapshot().context.interruptMessage;
-      },
-      emit(type, payload) {
-        if (
-          typeof type !== 'string' ||
-          type === '' ||
-          reservedEventPrefixes.some((prefix) => type.startsWith(prefix))
-        ) {
-          throw new InvalidArgumentError(
-            'type',
-            `expected \`type\` to be a non-empty event type outside run.* and session.*, got ${JSON.stringify(type)}`,
-          );
-        }
-        if (!isLive()) return; // fenced: a late executor cannot write into the log
-        run.#core.appendEvent(run, type, payload ?? {});
-      },
-      safePoint(kind: SafePointKind, state?: unknown) {
-        if (!safePointKinds.has(kind)) {
-          throw new InvalidArgumentError(
-            'kind',
-            `expected \`kind\` to be 'afterChatModel' or 'afterToolCalls', got ${JSON.stringify(kind)}`,
-          );
-        }
-        if (state !== undefined) run.#safePointState = state;
-        if (isLive()) run.#send({ type: 'run.safe_point', kind });
-        if (run.#status === 'CANCELLED') {
-          const { cause, cancel } = run.#actor.getSnapshot().context;
-          throw new RunCancelledError(run.id, cause ?? 'cancel', cancel?.reason);
-        }
-      },
-      spawn<TIn, TOut>(agent: Agent<TIn, TOut>, input: TIn, options?: SpawnOptions) {
-        parseOptions(spawnOptionsSchema, options ?? {}, 'options');
-        if (!isLive()) {
-          const { cause } = run.#actor.getSnapshot().context;
-          if (run.#status === 'CANCELLED') throw new RunCancelledError(run.id, cause ?? 'cancel');
-          throw new InvalidArgumentError(
-            'spawn',
-            `run ${run.id} is ${run.#status}: a run that ended cannot start nested runs`,
-          );
-        }
-        const child = run.#core.spawnNested(run, agent, input, options);
-        const children = (run.#children ??= new Set());
-        children.add(child);
-        void child.termination.then(() => children.delete(child));
-        return child;
-      },
-    };
   }
 
   /** The interrupt controller, created on first use (already aborted if the run was interrupted). */
@@ -515,17 +547,24 @@ export class AgentRun<TOutput = unknown> {
     }
     const status = statusOf(snapshot);
     if (status !== this.#status) {
-      const from = this.#status;
-      this.#status = status;
-      try {
-        this.#core.onStatusChange(this, from, status, snapshot.context);
-      } catch (error) {
-        this.#core.reportError(error); // bookkeeping failed; the lifecycle must go on
-      }
+      // A run admitted as it starts passes QUEUED within one step: report it all the same.
+      if (this.#status === 'CREATED' && status === 'RUNNING')
+        this.#changeStatus('QUEUED', snapshot);
+      this.#changeStatus(status, snapshot);
       if (terminalRunStatuses.has(status)) this.#onTerminal(status);
     }
     if (!this.#finished && terminalRunStatuses.has(status) && isSettled(snapshot)) {
       this.#finish(snapshot);
+    }
+  }
+
+  #changeStatus(to: RunStatus, snapshot: RunSnapshot): void {
+    const from = this.#status;
+    this.#status = to;
+    try {
+      this.#core.onStatusChange(this, from, to, snapshot.context);
+    } catch (error) {
+      this.#core.reportError(error); // bookkeeping failed; the lifecycle must go on
     }
   }
 
@@ -576,7 +615,7 @@ export class AgentRun<TOutput = unknown> {
       ...this.#actor.getSnapshot().context,
       error,
     });
-    this.#abort.abort(error);
+    this.#abortWith(error);
     this.#resolveTerminal('FAILED');
     this.#finished = true;
     const outcome: RunOutcome<TOutput> = { status: 'FAILED', error };

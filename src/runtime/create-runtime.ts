@@ -353,31 +353,35 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     const key = keyOf(ownerId, sessionId);
     let host = sessions.get(key);
     if (host === undefined) {
-      const created = new SessionHost(
+      host = new SessionHost(
         { ownerId, sessionId },
         boundSessionMachine,
         { clock, inspect },
         reportError,
       );
-      created.actor.subscribe((snapshot) => {
-        if (snapshot.matches('idle')) armEviction(created);
-        else disarmEviction(created);
-      });
-      sessions.set(key, created);
-      armEviction(created);
-      host = created;
+      sessions.set(key, host);
+      armEviction(host, sessionIdleTtlMs);
     }
+    host.touchedAt = clock.now();
     return host;
   };
 
-  function armEviction(host: SessionHost): void {
-    if (host.evictionTimer !== undefined || shuttingDown()) return;
+  /**
+   * One timer per session, not one per run: when it fires, a session idle since its last
+   * activity for `sessionIdleTtlMs` is stopped; otherwise the timer is armed again for the rest.
+   */
+  function armEviction(host: SessionHost, delayMs: number): void {
+    if (shuttingDown()) return;
     host.evictionTimer = clock.setTimeout(() => {
       host.evictionTimer = undefined;
-      if (!host.idle) return;
-      host.actor.stop();
-      sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
-    }, sessionIdleTtlMs);
+      const idleForMs = clock.now() - host.touchedAt;
+      if (!host.idle) armEviction(host, sessionIdleTtlMs);
+      else if (idleForMs < sessionIdleTtlMs) armEviction(host, sessionIdleTtlMs - idleForMs);
+      else {
+        host.actor.stop();
+        sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
+      }
+    }, delayMs);
     // Housekeeping never keeps the process alive on its own.
     unrefTimer(host.evictionTimer);
   }
@@ -457,8 +461,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     inspect,
     startRun(run) {
       if (run.parentRunId !== undefined) {
-        run.enqueue();
-        run.admit();
+        run.admit(); // nested runs bypass the session: CREATED → QUEUED → RUNNING at once
         return;
       }
       const host = obtainHost(run.ownerId, run.sessionId);
@@ -470,14 +473,19 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         run.cancelWith({ ...shutdownRequest('session busy'), cause: 'cancel' });
         throw new SessionBusyError(run.sessionId, host.activeRunId);
       }
-      run.enqueue();
-      if (run.status !== 'QUEUED') return;
+      if (run.hasNoBudget) {
+        run.enqueue(); // a zero budget is spent at once: CANCELLED (timeout), never in the queue
+        return;
+      }
+      // The session decides first: with a free slot it admits the run in this very step
+      // (CREATED → QUEUED → RUNNING), otherwise the run waits in its queue.
       host.actor.send({
         type: 'session.enqueue',
         runId: run.id,
         strategy: strategy === 'reject' ? 'enqueue' : strategy,
         graceMs,
       });
+      run.enqueue();
     },
     spawnNested(parent, agent, input, spawnOptions: SpawnOptions | undefined) {
       if (shuttingDown()) throw new ShuttingDownError();
@@ -516,7 +524,11 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           reason: context.cancel?.reason ?? null,
         });
         if (from === 'QUEUED' && topLevel) {
-          hostFor(run)?.actor.send({ type: 'session.dequeue', runId: run.id });
+          const host = hostFor(run);
+          if (host !== undefined) {
+            host.touchedAt = clock.now();
+            host.actor.send({ type: 'session.dequeue', runId: run.id });
+          }
         }
       }
     },
@@ -529,8 +541,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       strategyOf.delete(run.id);
       if (run.parentRunId === undefined) {
         const host = hostFor(run);
-        if (host?.activeRunId === run.id)
+        if (host?.activeRunId === run.id) {
+          host.touchedAt = clock.now();
           host.actor.send({ type: 'session.run_settled', runId: run.id });
+        }
       }
       notifyIfAllSettled();
     },
@@ -542,7 +556,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           runId: run.id,
           ownerId: run.ownerId,
           sessionId: run.sessionId,
-          signal: bound.signal,
+          // Read when a service needs it: the run's AbortSignal is created on first use.
+          get signal() {
+            return bound.signal;
+          },
           emit: bound.emit,
           emitUnfenced: (type, payload) => append(run, type, payload),
           isLive: bound.isLive,
@@ -659,7 +676,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   );
   runtimeActor.subscribe({ error: reportError });
   runtimeActor.start();
-  const shuttingDown = () => !runtimeActor.getSnapshot().matches('accepting');
+  // The runtime machine is flat: its value is the state name (no `matches` on the hot path).
+  const shuttingDown = () => runtimeActor.getSnapshot().value !== 'accepting';
   let abandonedDuringShutdown = false;
 
   function notifyIfAllSettled(): void {

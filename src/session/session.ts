@@ -16,6 +16,8 @@ export class SessionHost implements SlotWaiter {
   readonly actor: Actor<BoundSessionMachine>;
   /** Clock handle of the pending idle eviction, if any. */
   evictionTimer: unknown;
+  /** Clock time (ms) of the session's latest start, dequeue or settlement. */
+  touchedAt = 0;
 
   constructor(
     readonly key: SessionKey,

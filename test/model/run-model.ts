@@ -45,6 +45,8 @@ const request = (mode: number, deadlineAt?: number): CancelRequest => ({
 /** Every event the run machine knows, with the payloads the tests use (times are absolute ms). */
 export const runEvents: readonly RunMachineEvent[] = [
   { type: 'run.start', at: 0 },
+  // Started into a session with a free slot: admitted in the same step.
+  { type: 'run.start', at: 0, admitted: true },
   { type: 'run.admit' },
   { type: 'run.cancel', request: request(CancelMode.Immediate) },
   { type: 'run.cancel', request: request(CancelMode.AfterChatModel) },
@@ -74,6 +76,8 @@ export function describeRunEvent(event: RunMachineEvent): string {
       const { mode, deadlineAt } = event.request;
       return `run.cancel(${modeName(mode)}${deadlineAt === undefined ? '' : `,escalate@${deadlineAt}`})`;
     }
+    case 'run.start':
+      return event.admitted === true ? 'run.start(admitted)' : 'run.start';
     case 'run.safe_point':
       return `run.safe_point(${event.kind})`;
     case 'run.interrupt':

@@ -6,7 +6,8 @@
  * must equal the machine's.
  *
  * A blocker run occupies the session first, so `run.admit` is real: completing the blocker makes
- * the session admit the run.
+ * the session admit the run. `run.start(admitted)` completes the blocker before the start, so
+ * the session admits the run in the same step as its start.
  */
 import { describe, expect, it } from 'vitest';
 import type { AnyActorRef, StateValue } from 'xstate';
@@ -100,6 +101,11 @@ const adapter: PathAdapter<RunSnapshot, RunMachineEvent, RunSystem> = {
     const { run, agent, clock } = system;
     switch (event.type) {
       case 'run.start':
+        if (event.admitted === true) {
+          // The session is free when the run starts: the blocker finished first.
+          system.blockerAgent.complete('blocker', 'blocker done');
+          await clock.flush();
+        }
         run.start();
         break;
       case 'run.admit':

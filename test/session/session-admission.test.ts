@@ -410,21 +410,47 @@ describe('session admission', () => {
     expect(idle).toBe(true);
   });
 
-  it('an idle session actor is evicted after sessionIdleTtlMs and comes back on demand', async () => {
-    const { runtime, clock } = createTestRuntime({ sessionIdleTtlMs: 1_000 });
-    const inspected: string[] = [];
+  it('an idle session actor is evicted after sessionIdleTtlMs of idleness and comes back on demand', async () => {
+    // Session actors as XState's inspection API sees them created.
+    const sessionActors: unknown[] = [];
+    const { runtime, clock } = createTestRuntime({
+      sessionIdleTtlMs: 1_000,
+      inspect: (event) => {
+        const logic = (event.actorRef as { logic?: { id?: string } }).logic;
+        if (event.type === '@xstate.actor' && logic?.id === 'session')
+          sessionActors.push(event.actorRef);
+      },
+    });
     const gate = gatedAgent();
-    const a = runtime.prepare({ ...owner, agent: gate.agent, input: 'a' });
-    a.start();
-    gate.complete(a.id, 'A');
-    await a.termination;
-    clock.increment(1_000);
-    inspected.push(String(runtime.session('alice', 's1').activeRunId));
-    const b = runtime.prepare({ ...owner, agent: gate.agent, input: 'b' });
-    b.start();
-    expect(b.status).toBe('RUNNING');
-    const cancel = b.cancel({ mode: CancelMode.Immediate });
+    const runOnce = async (input: string) => {
+      const run = runtime.prepare({ ...owner, agent: gate.agent, input });
+      run.start();
+      gate.complete(run.id, input.toUpperCase());
+      await run.termination;
+    };
+    await runOnce('a'); // t = 0: the session actor is created
+    expect(sessionActors).toHaveLength(1);
+    clock.increment(600);
+    await runOnce('b'); // t = 600: used again, so idle only since now
+    clock.increment(600); // t = 1,200: the first timer fires, idle for 600 ms only
+    await runOnce('c');
+    expect(sessionActors).toHaveLength(1); // not evicted while in use
+    clock.increment(999); // t = 2,199: idle for 999 ms
+    expect((sessionActors[0] as { getSnapshot(): { status: string } }).getSnapshot().status).toBe(
+      'active',
+    );
+    clock.increment(1); // t = 2,200: idle for 1,000 ms
+    expect((sessionActors[0] as { getSnapshot(): { status: string } }).getSnapshot().status).toBe(
+      'stopped',
+    );
+    expect(runtime.session('alice', 's1').activeRunId).toBeUndefined();
+
+    const d = runtime.prepare({ ...owner, agent: gate.agent, input: 'd' });
+    d.start();
+    expect(d.status).toBe('RUNNING');
+    expect(sessionActors).toHaveLength(2); // a fresh session actor
+    expect(runtime.session('alice', 's1').activeRunId).toBe(d.id);
+    const cancel = d.cancel({ mode: CancelMode.Immediate });
     expect(await cancel.outcome).toBe('cancelled');
-    expect(inspected).toEqual(['undefined']);
   });
 });
