@@ -217,7 +217,6 @@ export const runMachine = setup({
       isSafePointMatch(context.cancel.mode, event.kind),
     hasDeadline: ({ context }) => context.timeoutMs !== undefined,
     hasNoBudget: ({ context }) => context.timeoutMs === 0,
-    mustUnwind: ({ context }) => context.executor === 'running',
     /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
     isCancellationError: () => false,
   },
@@ -251,7 +250,7 @@ export const runMachine = setup({
       on: {
         'run.start': [
           // A zero budget is spent before the run could ever be admitted.
-          { guard: 'hasNoBudget', target: 'CANCELLED', actions: 'recordTimeout' },
+          { guard: 'hasNoBudget', target: 'CANCELLED.settled', actions: 'recordTimeout' },
           {
             guard: 'hasDeadline',
             target: 'QUEUED',
@@ -270,8 +269,8 @@ export const runMachine = setup({
           },
           { target: 'QUEUED' },
         ],
-        'run.cancel': { target: 'CANCELLED', actions: 'recordCancel' },
-        'run.interrupt': { target: 'CANCELLED', actions: 'recordInterruptAsCancel' },
+        'run.cancel': { target: 'CANCELLED.settled', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED.settled', actions: 'recordInterruptAsCancel' },
       },
     },
     QUEUED: {
@@ -282,9 +281,9 @@ export const runMachine = setup({
       }),
       on: {
         'run.admit': { target: 'RUNNING' },
-        'run.cancel': { target: 'CANCELLED', actions: 'recordCancel' },
-        'run.interrupt': { target: 'CANCELLED', actions: 'recordInterruptAsCancel' },
-        'run.deadline': { target: 'CANCELLED', actions: 'recordTimeout' },
+        'run.cancel': { target: 'CANCELLED.settled', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED.settled', actions: 'recordInterruptAsCancel' },
+        'run.deadline': { target: 'CANCELLED.settled', actions: 'recordTimeout' },
       },
     },
     RUNNING: {
@@ -309,7 +308,10 @@ export const runMachine = setup({
           target: 'FAILED',
           actions: assign({ error: ({ event }) => event.error }),
         },
-        'run.deadline': { target: 'CANCELLED', actions: ['recordTimeout', abortExecutor] },
+        'run.deadline': {
+          target: 'CANCELLED.unwinding',
+          actions: ['recordTimeout', abortExecutor],
+        },
       },
       states: {
         working: {
@@ -317,7 +319,7 @@ export const runMachine = setup({
             'run.cancel': [
               {
                 guard: 'isImmediate',
-                target: '#run.CANCELLED',
+                target: '#run.CANCELLED.unwinding',
                 actions: ['recordCancel', abortExecutor, propagateCancel],
               },
               {
@@ -334,7 +336,7 @@ export const runMachine = setup({
             'run.cancel': [
               {
                 guard: 'escalatesToImmediate',
-                target: '#run.CANCELLED',
+                target: '#run.CANCELLED.unwinding',
                 actions: [
                   'recordCancel',
                   assign({ escalated: true }),
@@ -348,16 +350,16 @@ export const runMachine = setup({
               },
               { guard: 'contributes', actions: ['recordCancel', propagateCancel] },
             ],
-            'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED' },
+            'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED.unwinding' },
             // The agent stopped on a cancellation (e.g. a nested run's, from this very cancel)
             // before reaching its safe point: the pending cancel is what ended it.
             'agent.error': {
               guard: 'isCancellationError',
-              target: '#run.CANCELLED',
+              target: '#run.CANCELLED.settled',
               actions: assign({ executor: 'settled' }),
             },
             'run.cancel_deadline': {
-              target: '#run.CANCELLED',
+              target: '#run.CANCELLED.unwinding',
               actions: [assign({ escalated: true }), abortExecutor],
             },
           },
@@ -369,11 +371,10 @@ export const runMachine = setup({
     CANCELLED: {
       // A timeout that lands while a safe-point cancel is pending keeps its own cause.
       entry: assign({ cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel' }),
-      initial: 'deciding',
+      // Entered at `unwinding` from RUNNING (the executor is still going), at `settled` when
+      // no executor runs: never started, or it already threw the cancellation.
+      initial: 'settled',
       states: {
-        deciding: {
-          always: [{ guard: 'mustUnwind', target: 'unwinding' }, { target: 'settled' }],
-        },
         unwinding: {
           on: { 'agent.done': 'settled', 'agent.error': 'settled' },
           after: {

@@ -5,7 +5,7 @@
  * @remarks
  * Of the five inspection event types XState emits, two matter: `@xstate.microstep` says whether a
  * transition was taken at all (its `_transitions`), `@xstate.snapshot` gives the state once the
- * macrostep has settled (transient states such as `CANCELLED.deciding` never show). A transition
+ * macrostep has settled (a state passed within one macrostep, such as QUEUED for a run admitted as it starts, never shows). A transition
  * is reported when the dotted state path changed, or when a transition that changed no state has
  * a cause (see {@link TimelineProfile.cause}). `@xstate.actor`, `@xstate.event` and
  * `@xstate.action` are ignored, which keeps the cost per event to a type check.

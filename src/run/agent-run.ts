@@ -80,6 +80,9 @@ const spawnOptionsSchema = z.strictObject({ timeoutMs: durationMs.optional() });
 
 const noChildren: ReadonlySet<AgentRun<unknown>> = new Set();
 
+/** Why `events()` stops following the log (the reason of an internal signal, never thrown). */
+const followStopped = 'events() stopped following';
+
 const statusOf = (snapshot: RunSnapshot): RunStatus =>
   (typeof snapshot.value === 'string'
     ? snapshot.value
@@ -137,6 +140,8 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   #startCalled = false;
   #finished = false;
   #safePointState: unknown;
+  /** The seq of the run's first logged event. */
+  #firstSeq: number | undefined;
 
   /** @internal Use `runtime.prepare(...)`. */
   constructor(init: AgentRunInit<unknown, TOutput>) {
@@ -309,13 +314,18 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
     options: { after?: number; signal?: AbortSignal } = {},
   ): AsyncGenerator<RunplaneEvent> {
     const stop = new AbortController();
-    const forward = () => stop.abort();
+    // A plain reason: `abort()` without one builds a DOMException (and its stack) per follower.
+    const forward = () => stop.abort(followStopped);
     const callerStopped = () => options.signal?.aborted === true;
     if (callerStopped()) return;
     options.signal?.addEventListener('abort', forward, { once: true });
-    void this.termination.then(() => stop.abort());
+    void this.termination.then(() => stop.abort(followStopped));
     const key = { ownerId: this.ownerId, sessionId: this.sessionId };
-    let after = options.after ?? 0;
+    // Nothing of this run lies before its first event (or, before it logged any, before the
+    // log's end): skip the session's history instead of filtering it event by event.
+    const floor =
+      this.#firstSeq !== undefined ? this.#firstSeq - 1 : this.#core.eventLog.lastSeq({}, key);
+    let after = Math.max(options.after ?? 0, floor);
     try {
       for await (const event of this.#core.eventLog.follow({ signal: stop.signal }, key, {
         after,
@@ -388,6 +398,11 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   /** @internal Whether the run was prepared with `timeoutMs: 0` (spent before it could queue). */
   get hasNoBudget(): boolean {
     return this.#actor.getSnapshot().context.timeoutMs === 0;
+  }
+
+  /** @internal The runtime logged an event of this run at `seq`. */
+  noteLogged(seq: number): void {
+    this.#firstSeq ??= seq;
   }
 
   /** @internal The live nested runs. */

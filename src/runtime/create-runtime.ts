@@ -421,6 +421,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       );
       return;
     }
+    run.noteLogged(event.seq);
     if (listeners.size === 0) return;
     if (pendingNotifications.push([event, key]) === 1) queueMicrotask(flushNotifications);
   };

@@ -398,9 +398,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
           if (config.onAgentEvents !== undefined) {
             return config.onAgentEvents(context, current.events());
           }
-          for await (const _event of current.events()) {
-            // The default handler drains; the run's error is taken from its outcome.
-          }
+          // The default handler: the run's error is taken from its outcome, and events nobody
+          // reads are not followed (draining them cost a log follower per turn).
+          await current.termination;
           return undefined;
         })
         .then(

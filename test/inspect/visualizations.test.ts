@@ -116,10 +116,10 @@ describe('toMermaidStateDiagram', () => {
       '    RUNNING_working --> RUNNING_cancelling : run.cancel [movesDeadlineEarlier]<br/>run.cancel\n',
     );
     expect(diagram).toContain(
-      '  RUNNING_cancelling --> CANCELLED : run.cancel [escalatesToImmediate]<br/>run.safe_point [matchesSafePoint]<br/>agent.error [isCancellationError]<br/>run.cancel_deadline\n',
+      '  RUNNING_cancelling --> CANCELLED_unwinding : run.cancel [escalatesToImmediate]<br/>run.safe_point [matchesSafePoint]<br/>run.cancel_deadline\n',
     );
     expect(diagram).toContain(
-      '    CANCELLED_deciding --> CANCELLED_unwinding : always [mustUnwind]\n',
+      '  RUNNING_cancelling --> CANCELLED_settled : agent.error [isCancellationError]\n',
     );
     expect(diagram).toContain(
       '    CANCELLED_unwinding --> CANCELLED_abandoned : after unwindTimeout\n',
