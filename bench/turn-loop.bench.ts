@@ -84,12 +84,17 @@ export async function pushToTurnStarted(rounds: number, warmup: number) {
 export async function preemptToNextTurn(rounds: number, warmup: number) {
   const runtime = createRuntime();
   let waiter: ((at: number) => void) | undefined;
-  // Reaches a safe point every 1 ms (on the runtime's real clock) until cancelled.
+  let lastSafePointAt = 0;
+  // Reaches a safe point every 1 ms until cancelled: on a 1 ms grid from its start, so a timer
+  // that fires late shortens the next wait instead of pushing every later safe point back.
   const agent: Agent<unknown, string> = {
     async execute(_input, ctx) {
-      waiter?.(performance.now());
-      for (;;) {
-        await sleep(ctx.clock, 1, ctx.signal);
+      const startedAt = performance.now();
+      waiter?.(startedAt);
+      for (let k = 1; ; k++) {
+        await sleep(ctx.clock, Math.max(0, startedAt + k - performance.now()), ctx.signal);
+        k = Math.max(k, Math.floor(performance.now() - startedAt)); // skip missed grid points
+        lastSafePointAt = performance.now();
         ctx.safePoint('afterToolCalls');
       }
     },
@@ -106,6 +111,7 @@ export async function preemptToNextTurn(rounds: number, warmup: number) {
   loop.run();
   await first;
   const samples: number[] = [];
+  const reactions: number[] = [];
   for (let i = 0; i < warmup + rounds; i++) {
     // Let the running turn settle into its 1 ms rhythm at a random phase.
     await sleep(runtime.clock, 2 + Math.random() * 3);
@@ -113,12 +119,15 @@ export async function preemptToNextTurn(rounds: number, warmup: number) {
     const t0 = performance.now();
     loop.push(i, { preempt: CancelMode.AnySafePoint });
     const startedAt = await first;
-    if (i >= warmup) samples.push(startedAt - t0);
+    if (i >= warmup) {
+      samples.push(startedAt - t0);
+      reactions.push(startedAt - lastSafePointAt); // runplane's part: safe point → next turn
+    }
   }
   loop.stop({ mode: 'immediate' });
   await loop.wait();
   await runtime.shutdown({ graceMs: 100 });
-  return summary(samples);
+  return { ...summary(samples), reaction: summary(reactions) };
 }
 
 /** A stop with `items` buffered → SQLite checkpoint written; a new loop loads it. */

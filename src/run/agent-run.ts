@@ -31,6 +31,7 @@ import { setInspectedParent } from '../inspect/actor-parents.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
 import type { Agent, SpawnOptions } from './agent.js';
+import { LazyAbortController } from '../lazy-abort-controller.js';
 import { AgentRunContext, type RunContextHost } from './run-context.js';
 import type { CancelOutcome, CancelResult, RunOutcome } from './run-outcome.js';
 
@@ -123,10 +124,8 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   readonly #agent: Agent<unknown, TOutput>;
   readonly #input: unknown;
   readonly #actor: Actor<BoundRunMachine>;
-  /** Fires the run's AbortSignal; created on first use (a no-op agent never needs one). */
-  #abort: AbortController | undefined;
-  /** Why the executor was aborted before anything asked for its signal. */
-  #abortReason: unknown;
+  /** Fires the run's AbortSignal, created on first use (a no-op agent never needs one). */
+  readonly #abort = new LazyAbortController();
   #services: AgentServices | undefined;
   /** Aborted when an interrupt reaches the RUNNING run (`ctx.interruptSignal`). */
   #interrupt: AbortController | undefined; // created on first use: most runs never need it
@@ -424,12 +423,7 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
 
   /** @internal Fires the run's AbortSignal; wired as the run machine's `abortExecutor` action. */
   abortExecutor(cause: CancelCause, reason: string | undefined): void {
-    this.#abortWith(createAbortReason(this.id, cause, reason));
-  }
-
-  #abortWith(reason: unknown): void {
-    if (this.#abort !== undefined) this.#abort.abort(reason);
-    else this.#abortReason ??= reason;
+    this.#abort.abort(createAbortReason(this.id, cause, reason));
   }
 
   // ---- RunContextHost: what the agent's ctx reaches (src/run/run-context.ts) -----------------
@@ -451,10 +445,6 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
 
   /** @internal */
   executorSignal(): AbortSignal {
-    if (this.#abort === undefined) {
-      this.#abort = new AbortController();
-      if (this.#abortReason !== undefined) this.#abort.abort(this.#abortReason);
-    }
     return this.#abort.signal;
   }
 
@@ -630,7 +620,7 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
       ...this.#actor.getSnapshot().context,
       error,
     });
-    this.#abortWith(error);
+    this.#abort.abort(error);
     this.#resolveTerminal('FAILED');
     this.#finished = true;
     const outcome: RunOutcome<TOutput> = { status: 'FAILED', error };

@@ -32,6 +32,7 @@ import {
   TurnCancelledError,
   isCancellation,
 } from '../errors.js';
+import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent } from '../run/agent.js';
 import type { AgentRun } from '../run/agent-run.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
@@ -360,8 +361,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
     const send = (event: TurnLoopEvent) => {
       if (live) sendBack(event);
     };
-    const preempted = new AbortController();
-    const stopped = new AbortController();
+    // Their signals exist only if the turn's onAgentEvents reads them.
+    const preempted = new LazyAbortController();
+    const stopped = new LazyAbortController();
     let preemptContributed = false;
     let stopContributed = false;
     let endedByHandler = false;
@@ -383,8 +385,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
         turnId,
         runId: current.id,
         consumed: input.consumed as readonly TItem[],
-        preempted: preempted.signal,
-        stopped: stopped.signal,
+        get preempted() {
+          return preempted.signal;
+        },
+        get stopped() {
+          return stopped.signal;
+        },
         get stopCause() {
           return currentStopCause();
         },
