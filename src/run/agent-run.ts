@@ -32,7 +32,7 @@ import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
 import type { Agent, SpawnOptions } from './agent.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
-import { AgentRunContext, type RunContextHost } from './run-context.js';
+import { createRunContext, type RunContextHost } from './run-context.js';
 import type { CancelOutcome, CancelResult, RunOutcome } from './run-outcome.js';
 
 /** Options of {@link AgentRun.cancel}. */
@@ -62,6 +62,8 @@ export interface AgentRunInit<TInput, TOutput> {
   readonly signal: AbortSignal | undefined;
   /** Set for runs started with `ctx.spawn`: they bypass the session queue. */
   readonly parent: AgentRun<unknown> | undefined;
+  /** The session log's last seq when the run was prepared: none of its events lie at or before it. */
+  readonly logFloor: number;
 }
 
 type RunSnapshot = SnapshotFrom<BoundRunMachine>;
@@ -139,8 +141,8 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   #startCalled = false;
   #finished = false;
   #safePointState: unknown;
-  /** The seq of the run's first logged event. */
-  #firstSeq: number | undefined;
+  /** The session log's last seq when the run was prepared. */
+  readonly #logFloor: number;
 
   /** @internal Use `runtime.prepare(...)`. */
   constructor(init: AgentRunInit<unknown, TOutput>) {
@@ -152,6 +154,7 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
     this.#agent = init.agent;
     this.#input = init.input;
     this.#externalSignal = init.signal;
+    this.#logFloor = init.logFloor;
     this.termination = new Promise<RunOutcome<TOutput>>((resolve) => {
       this.#resolveTermination = resolve as (outcome: RunOutcome<unknown>) => void;
     });
@@ -320,11 +323,9 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
     options.signal?.addEventListener('abort', forward, { once: true });
     void this.termination.then(() => stop.abort(followStopped));
     const key = { ownerId: this.ownerId, sessionId: this.sessionId };
-    // Nothing of this run lies before its first event (or, before it logged any, before the
-    // log's end): skip the session's history instead of filtering it event by event.
-    const floor =
-      this.#firstSeq !== undefined ? this.#firstSeq - 1 : this.#core.eventLog.lastSeq({}, key);
-    let after = Math.max(options.after ?? 0, floor);
+    // Nothing of this run lies at or before the log's end when it was prepared: skip the
+    // session's history instead of filtering it event by event.
+    let after = Math.max(options.after ?? 0, this.#logFloor);
     try {
       for await (const event of this.#core.eventLog.follow({ signal: stop.signal }, key, {
         after,
@@ -399,11 +400,6 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
     return this.#actor.getSnapshot().context.timeoutMs === 0;
   }
 
-  /** @internal The runtime logged an event of this run at `seq`. */
-  noteLogged(seq: number): void {
-    this.#firstSeq ??= seq;
-  }
-
   /** @internal The live nested runs. */
   get children(): ReadonlySet<AgentRun<unknown>> {
     return this.#children ?? noChildren;
@@ -411,7 +407,7 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
 
   /** @internal Runs the agent; wired as the run machine's `startExecutor` action. */
   execute(): void {
-    const ctx = new AgentRunContext(this);
+    const ctx = createRunContext(this);
     // A microtask hop: the agent never runs inside an XState transition.
     Promise.resolve()
       .then(() => this.#agent.execute(this.#input, ctx))

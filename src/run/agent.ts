@@ -34,7 +34,8 @@ export interface SpawnOptions {
 /**
  * What an executing agent sees of its run.
  *
- * @remarks The agent layer (issue 4) adds, through {@link AgentServices}: `inbox.drain()`,
+ * @remarks Its methods need no `this`: an agent may destructure the context
+ * (`const { emit, signal } = ctx`) or spread it. The agent layer (issue 4) adds, through {@link AgentServices}: `inbox.drain()`,
  * `history` (the session's conversation) and `requestApproval(...)`.
  */
 export interface RunContext extends AgentServices {
@@ -60,7 +61,7 @@ export interface RunContext extends AgentServices {
    * Logs an event of this run (`type` should be dot-namespaced, e.g. `agent.message`).
    * Dropped once the run is terminal: a late executor cannot write into the log.
    */
-  emit(type: string, payload?: Record<string, unknown>): void;
+  emit(this: void, type: string, payload?: Record<string, unknown>): void;
   /**
    * Reports a safe point. Throws {@link RunCancelledError} (code `RUN_CANCELLED`) when a pending
    * safe-point cancel matches `kind`, or when the run is already cancelled.
@@ -68,7 +69,7 @@ export interface RunContext extends AgentServices {
    * @param kind - `'afterChatModel'` or `'afterToolCalls'`
    * @param state - optional agent state captured here (kept as the run's last safe-point state)
    */
-  safePoint(kind: SafePointKind, state?: unknown): void;
+  safePoint(this: void, kind: SafePointKind, state?: unknown): void;
   /**
    * Starts a nested run of `agent` in this run's session, outside the session queue. A
    * recursive cancel of this run reaches it; when this run ends, a nested run still going is
@@ -78,6 +79,7 @@ export interface RunContext extends AgentServices {
    * @throws {@link RunCancelledError} when this run is already terminal
    */
   spawn<TInput, TOutput>(
+    this: void,
     agent: Agent<TInput, TOutput>,
     input: TInput,
     options?: SpawnOptions,

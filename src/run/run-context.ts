@@ -1,7 +1,7 @@
 /**
- * The {@link RunContext} an executing agent receives: one small object per run, whose
- * methods live on a prototype and whose costlier parts (the AbortSignal, the agent services)
- * are built only when the agent first reaches for them. A no-op agent pays for neither.
+ * The {@link RunContext} an executing agent receives. Its costlier parts (the AbortSignal, the
+ * agent services) are built only when the agent first reaches for them: a no-op agent pays for
+ * neither.
  *
  * @module
  */
@@ -44,91 +44,62 @@ const safePointKinds: ReadonlySet<string> = new Set(['afterChatModel', 'afterToo
 /** Event namespaces only the runtime writes: an agent cannot forge lifecycle events. */
 const reservedEventPrefixes = ['run.', 'session.'];
 
-/** @internal The context handed to `agent.execute(input, ctx)`. See {@link RunContext}. */
-export class AgentRunContext implements RunContext {
-  readonly #run: RunContextHost;
-
-  constructor(run: RunContextHost) {
-    this.#run = run;
-  }
-
-  get runId(): string {
-    return this.#run.id;
-  }
-
-  get ownerId(): string {
-    return this.#run.ownerId;
-  }
-
-  get sessionId(): string {
-    return this.#run.sessionId;
-  }
-
-  get parentRunId(): string | undefined {
-    return this.#run.parentRunId;
-  }
-
-  get clock(): Clock {
-    return this.#run.clock;
-  }
-
-  get signal(): AbortSignal {
-    return this.#run.executorSignal();
-  }
-
-  get interruptSignal(): AbortSignal {
-    return this.#run.interruptSignal();
-  }
-
-  get interruptRequested(): boolean {
-    return this.#run.interruptRequested;
-  }
-
-  get interruptMessage(): string | undefined {
-    return this.#run.interruptMessage;
-  }
-
-  get inbox(): AgentServices['inbox'] {
-    return this.#run.agentServices().inbox;
-  }
-
-  get history(): AgentServices['history'] {
-    return this.#run.agentServices().history;
-  }
-
-  get requestApproval(): AgentServices['requestApproval'] {
-    return this.#run.agentServices().requestApproval;
-  }
-
-  emit(type: string, payload?: Record<string, unknown>): void {
-    if (
-      typeof type !== 'string' ||
-      type === '' ||
-      reservedEventPrefixes.some((prefix) => type.startsWith(prefix))
-    ) {
-      throw new InvalidArgumentError(
-        'type',
-        `expected \`type\` to be a non-empty event type outside run.* and session.*, got ${JSON.stringify(type)}`,
-      );
-    }
-    this.#run.emitFromAgent(type, payload ?? {});
-  }
-
-  safePoint(kind: SafePointKind, state?: unknown): void {
-    if (!safePointKinds.has(kind)) {
-      throw new InvalidArgumentError(
-        'kind',
-        `expected \`kind\` to be 'afterChatModel' or 'afterToolCalls', got ${JSON.stringify(kind)}`,
-      );
-    }
-    this.#run.reachSafePoint(kind, state);
-  }
-
-  spawn<TInput, TOutput>(
-    agent: Agent<TInput, TOutput>,
-    input: TInput,
-    options?: SpawnOptions,
-  ): AgentRun<TOutput> {
-    return this.#run.spawnNested(agent, input, options);
-  }
+/**
+ * @internal Builds the context handed to `agent.execute(input, ctx)` (see {@link RunContext}).
+ *
+ * @remarks A plain object with its own properties, so an agent may destructure it
+ * (`const { emit, signal } = ctx`) or spread it into a context of its own.
+ */
+export function createRunContext(run: RunContextHost): RunContext {
+  return {
+    runId: run.id,
+    ownerId: run.ownerId,
+    sessionId: run.sessionId,
+    parentRunId: run.parentRunId,
+    clock: run.clock,
+    get signal() {
+      return run.executorSignal();
+    },
+    get interruptSignal() {
+      return run.interruptSignal();
+    },
+    get interruptRequested() {
+      return run.interruptRequested;
+    },
+    get interruptMessage() {
+      return run.interruptMessage;
+    },
+    get inbox() {
+      return run.agentServices().inbox;
+    },
+    get history() {
+      return run.agentServices().history;
+    },
+    get requestApproval() {
+      return run.agentServices().requestApproval;
+    },
+    emit(type, payload) {
+      if (
+        typeof type !== 'string' ||
+        type === '' ||
+        reservedEventPrefixes.some((prefix) => type.startsWith(prefix))
+      ) {
+        throw new InvalidArgumentError(
+          'type',
+          `expected \`type\` to be a non-empty event type outside run.* and session.*, got ${JSON.stringify(type)}`,
+        );
+      }
+      run.emitFromAgent(type, payload ?? {});
+    },
+    safePoint(kind, state) {
+      if (!safePointKinds.has(kind)) {
+        throw new InvalidArgumentError(
+          'kind',
+          `expected \`kind\` to be 'afterChatModel' or 'afterToolCalls', got ${JSON.stringify(kind)}`,
+        );
+      }
+      run.reachSafePoint(kind, state);
+    },
+    spawn: (agent, input, options) => run.spawnNested(agent, input, options),
+  };
 }

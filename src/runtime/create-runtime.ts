@@ -360,23 +360,29 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         reportError,
       );
       sessions.set(key, host);
-      armEviction(host, sessionIdleTtlMs);
     }
-    host.touchedAt = clock.now();
+    touch(host);
     return host;
   };
 
   /**
-   * One timer per session, not one per run: when it fires, a session idle since its last
-   * activity for `sessionIdleTtlMs` is stopped; otherwise the timer is armed again for the rest.
+   * Notes activity in a session (a start, a dequeue, a settlement) and makes sure its eviction
+   * timer is armed. One timer per session, not one per run: when it fires, a session idle for
+   * `sessionIdleTtlMs` since its last activity is stopped; an idle one that was active since is
+   * given the rest; a busy one is left alone until its next activity arms the timer again.
    */
+  function touch(host: SessionHost): void {
+    host.touchedAt = clock.now();
+    if (host.evictionTimer === undefined) armEviction(host, sessionIdleTtlMs);
+  }
+
   function armEviction(host: SessionHost, delayMs: number): void {
     if (shuttingDown()) return;
     host.evictionTimer = clock.setTimeout(() => {
       host.evictionTimer = undefined;
+      if (!host.idle) return;
       const idleForMs = clock.now() - host.touchedAt;
-      if (!host.idle) armEviction(host, sessionIdleTtlMs);
-      else if (idleForMs < sessionIdleTtlMs) armEviction(host, sessionIdleTtlMs - idleForMs);
+      if (idleForMs < sessionIdleTtlMs) armEviction(host, sessionIdleTtlMs - idleForMs);
       else {
         host.actor.stop();
         sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
@@ -421,9 +427,20 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       );
       return;
     }
-    run.noteLogged(event.seq);
     if (listeners.size === 0) return;
     if (pendingNotifications.push([event, key]) === 1) queueMicrotask(flushNotifications);
+  };
+
+  /**
+   * The session log's last seq now: nothing of a run prepared now (its id is fresh) lies at or
+   * before it, so reading the run's events can start there. 0 (read all) if the store fails.
+   */
+  const logEndOf = (key: SessionKey): number => {
+    try {
+      return eventLog.lastSeq({}, key);
+    } catch {
+      return 0;
+    }
   };
 
   const createRun = <TOutput>(init: {
@@ -448,7 +465,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         `expected \`runId\` to be unused, got ${JSON.stringify(runId)}`,
       );
     }
-    const run = new AgentRun<TOutput>({ ...init, core, runId });
+    const run = new AgentRun<TOutput>({ ...init, core, runId, logFloor: logEndOf(init) });
     liveRuns.set(runId, run);
     run.activate();
     return run;
@@ -465,6 +482,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         run.admit(); // nested runs bypass the session: CREATED → QUEUED → RUNNING at once
         return;
       }
+      if (run.hasNoBudget) {
+        run.enqueue(); // a zero budget is spent at once: CANCELLED (timeout), never in a session
+        return;
+      }
       const host = obtainHost(run.ownerId, run.sessionId);
       const { strategy, graceMs } = strategyOf.get(run.id) ?? {
         strategy: 'enqueue',
@@ -473,10 +494,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       if (strategy === 'reject' && host.busy) {
         run.cancelWith({ ...shutdownRequest('session busy'), cause: 'cancel' });
         throw new SessionBusyError(run.sessionId, host.activeRunId);
-      }
-      if (run.hasNoBudget) {
-        run.enqueue(); // a zero budget is spent at once: CANCELLED (timeout), never in the queue
-        return;
       }
       // The session decides first: with a free slot it admits the run in this very step
       // (CREATED → QUEUED → RUNNING), otherwise the run waits in its queue.
@@ -524,10 +541,14 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           escalated: context.escalated,
           reason: context.cancel?.reason ?? null,
         });
-        if (from === 'QUEUED' && topLevel) {
+        // Queued, or started but still CREATED: the session enqueues a run before the run
+        // itself moves to QUEUED, and something the enqueue set off (an interrupted agent's
+        // listener, say) may have cancelled it in between.
+        const waiting = from === 'QUEUED' || (from === 'CREATED' && run.started);
+        if (waiting && topLevel) {
           const host = hostFor(run);
           if (host !== undefined) {
-            host.touchedAt = clock.now();
+            touch(host);
             host.actor.send({ type: 'session.dequeue', runId: run.id });
           }
         }
@@ -543,7 +564,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       if (run.parentRunId === undefined) {
         const host = hostFor(run);
         if (host?.activeRunId === run.id) {
-          host.touchedAt = clock.now();
+          touch(host);
           host.actor.send({ type: 'session.run_settled', runId: run.id });
         }
       }
@@ -678,8 +699,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   runtimeActor.subscribe({ error: reportError });
   runtimeActor.start();
   // The runtime machine is flat: its value is the state name (no `matches` on the hot path).
-  const shuttingDown = () => runtimeActor.getSnapshot().value !== 'accepting';
+  const shuttingDown = () => closing || runtimeActor.getSnapshot().value !== 'accepting';
   let abandonedDuringShutdown = false;
+  /** shutdown() was called. */
+  let closing = false;
 
   function notifyIfAllSettled(): void {
     if (liveRuns.size === 0 && shuttingDown() && runtimeActor.getSnapshot().status === 'active') {
@@ -696,6 +719,9 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
     const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
     if (runtimeActor.getSnapshot().status === 'active') {
+      // Set first: the runtime machine's draining entry actions run before its snapshot says
+      // so, and a listener they trigger must not prepare a new run.
+      closing = true;
       runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
     }
     return shutdownResult;

@@ -215,7 +215,8 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    * Consumes a turn's events (Eino's OnAgentEvents). Return (or throw) an error to end the
    * loop with it; a cancellation of the turn itself is handled by the loop and ignored here.
    * If it returns before the run ended, the run is cancelled and settled before the next turn.
-   * @default drain the events; end the loop with the run's error if it FAILED
+   * @default wait for the run to end (its events are not followed); end the loop with the
+   *   run's error if it FAILED
    */
   onAgentEvents?(turn: TurnContext<TItem>, events: AsyncIterable<RunplaneEvent>): unknown;
   /**

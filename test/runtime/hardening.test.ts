@@ -5,8 +5,10 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CancelMode,
   createMemoryEventLog,
+  sleep,
   systemClock,
   type Agent,
+  type AgentRun,
   type EventLog,
   type RunplaneEvent,
 } from '../../src/index.js';
@@ -312,5 +314,121 @@ describe('hardening', () => {
     expect(() =>
       runtime.prepare({ ...owner, agent: { execute: async () => 1 }, input: 1, runId: 'fixed' }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'runId' }));
+  });
+
+  it('a newer run cancelled by what its own enqueue set off leaves the queue and spares the active run', async () => {
+    const { runtime, clock } = createTestRuntime();
+    const later: { newer?: AgentRun<unknown> } = {};
+    // The active run withdraws the newer one as soon as it hears of the interrupt (synchronously,
+    // inside the session's enqueue of the newer run, while that run is still CREATED).
+    const active = runtime.prepare({
+      ...owner,
+      input: 'a',
+      agent: {
+        async execute(_input, ctx) {
+          ctx.interruptSignal.addEventListener('abort', () =>
+            newer?.cancel({ reason: 'withdrawn' }),
+          );
+          await sleep(ctx.clock, 50, ctx.signal);
+          return 'a finished';
+        },
+      },
+    });
+    active.start();
+    await tick();
+    const newer = runtime.prepare({
+      ...owner,
+      input: 'b',
+      strategy: 'interrupt',
+      graceMs: 10,
+      agent: { execute: async () => 'b' },
+    });
+    later.newer = newer;
+    newer.start();
+    expect(newer.status).toBe('CANCELLED');
+    expect(runtime.session('alice', 's1').queuedRunIds).toEqual([]);
+    clock.increment(10); // the grace period: nobody waits for the active run to end any more
+    expect(active.status).toBe('RUNNING');
+    clock.increment(40);
+    expect(await active.termination).toMatchObject({ status: 'COMPLETED', output: 'a finished' });
+  });
+
+  it('events({ after: 0 }) includes what was logged under the run before it started', async () => {
+    const { runtime } = createTestRuntime();
+    const run = runtime.prepare({ ...owner, input: 'hi', agent: { execute: async (i) => i } });
+    // As the service does: the user's message is logged under the run before start().
+    runtime.eventLog.append({}, owner, { runId: run.id, type: 'user.message', at: 0 });
+    run.start();
+    await run.termination;
+    const types: string[] = [];
+    for await (const event of run.events({ after: 0 })) types.push(event.type);
+    expect(types.slice(0, 3)).toEqual(['user.message', 'session.run_queued', 'run.status']);
+    expect(types.filter((t) => t === 'run.completed')).toHaveLength(1);
+  });
+
+  it('an agent may destructure or spread its context', async () => {
+    const { runtime } = createTestRuntime();
+    const run: AgentRun<string> = runtime.prepare({
+      ...owner,
+      input: 'x',
+      agent: {
+        async execute(input: string, ctx) {
+          const { emit, safePoint, runId } = ctx;
+          emit('agent.note', { input });
+          safePoint('afterToolCalls');
+          const copy = { ...ctx };
+          return `${runId === run.id} ${typeof copy.emit} ${copy.sessionId} ${copy.signal.aborted}`;
+        },
+      },
+    });
+    run.start();
+    expect(await run.result()).toBe('true function s1 false');
+  });
+
+  it('sessionIdleTtlMs: 0 evicts an idle session at once and arms no timer while it is busy', async () => {
+    const { runtime, clock } = createTestRuntime({ sessionIdleTtlMs: 0 });
+    const pending = (clock as unknown as { timeouts: Map<unknown, unknown> }).timeouts;
+    const run = runtime.prepare({
+      ...owner,
+      input: 1,
+      agent: { execute: (i: number, ctx) => sleep(ctx.clock, 100, ctx.signal).then(() => i) },
+    });
+    run.start();
+    await tick(); // the agent sleeps
+    expect(pending.size).toBe(2); // the agent's sleep and the session's eviction timer
+    clock.increment(0); // the eviction timer fires: the session is busy, nothing is re-armed
+    expect(pending.size).toBe(1); // the agent's sleep only
+    clock.increment(100);
+    expect(await run.result()).toBe(1);
+    clock.increment(0); // the settlement armed it again; now idle: evicted
+    expect(pending.size).toBe(0);
+    expect(runtime.session('alice', 's1').activeRunId).toBeUndefined();
+  });
+
+  it('no run can be prepared from inside shutdown, even before its machine says draining', async () => {
+    const { runtime } = createTestRuntime();
+    const attempts: unknown[] = [];
+    const run = runtime.prepare({
+      ...owner,
+      input: 'a',
+      agent: {
+        execute: (_input, ctx) =>
+          new Promise<string>((resolve) => {
+            ctx.interruptSignal.addEventListener('abort', () => {
+              try {
+                runtime.prepare({ ...owner, input: 'late', agent: { execute: async () => 'x' } });
+                attempts.push('prepared');
+              } catch (error) {
+                attempts.push((error as { code?: string }).code);
+              }
+              resolve('wrapped up');
+            });
+          }),
+      },
+    });
+    run.start();
+    await tick();
+    expect(await runtime.shutdown({ graceMs: 1_000 })).toEqual({ drained: true });
+    expect(attempts).toEqual(['SHUTTING_DOWN']);
   });
 });
