@@ -17,6 +17,7 @@ export type HttpErrorCode =
   | 'invalid_query'
   | 'invalid_last_event_id'
   | 'payload_too_large'
+  | 'unsupported_media_type'
   | 'session_busy'
   | 'shutting_down'
   | 'store_failed'
@@ -24,7 +25,7 @@ export type HttpErrorCode =
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 415 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -35,6 +36,7 @@ export const statusOfCode: Readonly<
   invalid_query: 400,
   invalid_last_event_id: 400,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   session_busy: 409,
   shutting_down: 503,
   store_failed: 500,

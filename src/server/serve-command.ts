@@ -75,6 +75,14 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     const value = values[flag] ?? env[variable];
     return value === '' ? undefined : value;
   };
+  // An empty token list is a misconfiguration (an unset secret, say), never "use the dev token".
+  const tokenList = values.tokens ?? env.RUNPLANE_TOKENS;
+  if (tokenList !== undefined && tokenList.trim() === '') {
+    throw new InvalidArgumentError(
+      'tokens',
+      'expected `--tokens` or RUNPLANE_TOKENS to list token:owner pairs, got an empty value (leave it unset for the dev token)',
+    );
+  }
   const confirmText = pick('confirm-tools', 'RUNPLANE_CONFIRM_TOOLS');
   const confirmTools =
     confirmText === undefined

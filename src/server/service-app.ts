@@ -91,6 +91,12 @@ const cancelModes: Record<string, CancelModeValue> = {
   any_safe_point: CancelMode.AnySafePoint,
 };
 
+/** `application/json` or a `+json` type such as `application/merge-patch+json`, any parameters. */
+const isJsonMediaType = (contentType: string): boolean => {
+  const essence = contentType.split(';', 1)[0]?.trim().toLowerCase() ?? '';
+  return essence === 'application/json' || /^application\/[\w.+-]+\+json$/.test(essence);
+};
+
 /** What a run ended as, in the record's form. */
 export function toRecordOutcome(outcome: RunOutcome<unknown>): RunRecordOutcome {
   if (outcome.status === 'COMPLETED') {
@@ -266,6 +272,14 @@ export function createServiceApp(options: ServiceOptions): Service {
   const readJson = async (c: AppContext, emptyAs?: unknown): Promise<unknown> => {
     const text = await c.req.text();
     if (text.trim() === '' && emptyAs !== undefined) return emptyAs;
+    // A body sent as a form or as text is a client mistake, not JSON to guess at.
+    const type = c.req.header('content-type');
+    if (text.trim() !== '' && type !== undefined && !isJsonMediaType(type)) {
+      throw new HttpError(
+        'unsupported_media_type',
+        `expected Content-Type application/json, got ${JSON.stringify(type)}`,
+      );
+    }
     try {
       return JSON.parse(text) as unknown;
     } catch {

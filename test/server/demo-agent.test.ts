@@ -268,6 +268,12 @@ describe('parseServeArgs', () => {
     [[], { OPENAI_BASE_URL: 'http://x/v1' }, /RUNPLANE_MODEL/],
     [['--nope'], {}, /Unknown option '--nope'/],
     [['serve-extra'], {}, /Unexpected argument 'serve-extra'/],
+    [
+      [],
+      { RUNPLANE_TOKENS: '' },
+      /`--tokens` or RUNPLANE_TOKENS to list token:owner pairs, got an empty value/,
+    ],
+    [['--tokens', ' '], {}, /`--tokens` or RUNPLANE_TOKENS to list token:owner pairs/],
   ])('refuses %j %j', (args, env, message) => {
     expect(() => parseServeArgs(args, env)).toThrow(message);
   });

@@ -48,6 +48,33 @@ describe('body limit', () => {
   });
 });
 
+describe('content type', () => {
+  it('answers 415 unsupported_media_type for a body that is not sent as JSON, and takes +json', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession();
+    const batch = JSON.stringify({ events: [{ type: 'user.message', payload: { text: 'hi' } }] });
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data']) {
+      await expectError(
+        await t.request('POST', `/api/sessions/${id}/events`, {
+          body: batch,
+          headers: { 'content-type': type },
+        }),
+        415,
+        'unsupported_media_type',
+      );
+    }
+    expect(t.runtime.runs.size).toBe(0); // nothing was taken from a refused body
+    const ok = await t.request('POST', `/api/sessions/${id}/events`, {
+      body: batch,
+      headers: { 'content-type': 'application/vnd.runplane+json; charset=utf-8' },
+    });
+    expect(ok.status).toBe(200);
+    const [result] = ((await ok.json()) as { results: Array<{ run_id: string }> }).results;
+    gate.complete(result?.run_id ?? '', 'done');
+  });
+});
+
 describe('malformed input never answers 500', () => {
   it('answers each of these with a 4xx JSON error', async () => {
     t = createTestService({ agent: gatedAgent<string>().agent });
