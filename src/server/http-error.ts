@@ -18,6 +18,7 @@ export type HttpErrorCode =
   | 'invalid_last_event_id'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'too_many_streams'
   | 'session_busy'
   | 'shutting_down'
   | 'store_failed'
@@ -25,7 +26,7 @@ export type HttpErrorCode =
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 415 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 415 | 429 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -37,6 +38,7 @@ export const statusOfCode: Readonly<
   invalid_last_event_id: 400,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  too_many_streams: 429,
   session_busy: 409,
   shutting_down: 503,
   store_failed: 500,

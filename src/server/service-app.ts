@@ -50,6 +50,12 @@ export interface ServiceOptions {
   readonly heartbeatMs?: number;
   /** The largest request body, in bytes; bigger is 413. @default 1048576 (1 MiB) */
   readonly maxBodyBytes?: number;
+  /**
+   * Open SSE streams one owner may hold at once (session and inspect streams together); one
+   * more is 429 `too_many_streams`. Bounds what one client replaying a long log many times
+   * over can take from everyone else. @default 64
+   */
+  readonly maxStreamsPerOwner?: number;
   /** Total budget of each run, queue time included, in ms. @default none */
   readonly runTimeoutMs?: number;
   /** `grace_ms` of a new session that names none, in ms. @default 5000 */
@@ -136,6 +142,7 @@ const serviceOptionsSchema = z.object({
   }),
   heartbeatMs: positiveInt.optional(),
   maxBodyBytes: positiveInt.optional(),
+  maxStreamsPerOwner: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
@@ -194,6 +201,27 @@ export function createServiceApp(options: ServiceOptions): Service {
   const clock = runtime.clock;
   const eventLog = runtime.eventLog;
   const streams = new Set<AbortController>();
+  const maxStreamsPerOwner = options.maxStreamsPerOwner ?? 64;
+  const streamsOf = new Map<string, number>();
+  /** Counts an owner's open stream; @returns its release. @throws HttpError too_many_streams */
+  const openStream = (ownerId: string): (() => void) => {
+    const open = streamsOf.get(ownerId) ?? 0;
+    if (open >= maxStreamsPerOwner) {
+      throw new HttpError(
+        'too_many_streams',
+        `expected at most ${maxStreamsPerOwner} open streams per owner; close one first`,
+      );
+    }
+    streamsOf.set(ownerId, open + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (streamsOf.get(ownerId) ?? 1) - 1;
+      if (left === 0) streamsOf.delete(ownerId);
+      else streamsOf.set(ownerId, left);
+    };
+  };
   let draining = false;
 
   const record = (fn: () => void) => {
@@ -534,6 +562,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       }
       after = Math.max(after, lastEventId);
     }
+    const release = openStream(c.get('ownerId'));
     const stop = new AbortController();
     const onRequestAbort = () => stop.abort();
     c.req.raw.signal.addEventListener('abort', onRequestAbort, { once: true });
@@ -548,6 +577,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       signal: stop.signal,
       reportError,
       onClose: () => {
+        release();
         streams.delete(stop);
         c.req.raw.signal.removeEventListener('abort', onRequestAbort);
       },
@@ -569,9 +599,17 @@ export function createServiceApp(options: ServiceOptions): Service {
       if (!/^\d{1,15}$/.test(raw)) {
         throw new HttpError('invalid_query', 'expected `after` to be a non-negative integer');
       }
+      const release = openStream(c.get('ownerId'));
       const controller = new AbortController();
       streams.add(controller);
-      controller.signal.addEventListener('abort', () => streams.delete(controller), { once: true });
+      controller.signal.addEventListener(
+        'abort',
+        () => {
+          release();
+          streams.delete(controller);
+        },
+        { once: true },
+      );
       c.req.raw.signal.addEventListener('abort', () => controller.abort(), { once: true });
       const body = hub.stream(c.get('ownerId'), {
         after: Number(raw),

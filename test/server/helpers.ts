@@ -34,6 +34,7 @@ export interface TestServiceOptions {
   readonly agentOn?: (clock: SimulatedClock) => Agent<string, unknown>;
   readonly heartbeatMs?: number;
   readonly maxBodyBytes?: number;
+  readonly maxStreamsPerOwner?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
   readonly wrapEventLog?: (log: EventLog) => EventLog;
   /** Serve the live timeline (`/inspect`) from this hub. */
@@ -80,6 +81,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     ),
     heartbeatMs: options.heartbeatMs,
     maxBodyBytes: options.maxBodyBytes,
+    maxStreamsPerOwner: options.maxStreamsPerOwner,
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
   });

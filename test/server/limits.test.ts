@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { RunplaneError } from '../../src/errors.js';
 import type { EventLog } from '../../src/events/event-log.js';
 import { gatedAgent } from '../helpers.js';
-import { createTestService } from './helpers.js';
+import { BOB, createTestService } from './helpers.js';
 
 let t: ReturnType<typeof createTestService>;
 afterEach(async () => t?.close());
@@ -72,6 +72,27 @@ describe('content type', () => {
     expect(ok.status).toBe(200);
     const [result] = ((await ok.json()) as { results: Array<{ run_id: string }> }).results;
     gate.complete(result?.run_id ?? '', 'done');
+  });
+});
+
+describe('open streams per owner', () => {
+  it('answers 429 too_many_streams past the cap; a closed stream frees its place; owners are apart', async () => {
+    t = createTestService({ maxStreamsPerOwner: 2 });
+    const id = await t.createSession();
+    const open = (token?: string, session = id) =>
+      t.request('GET', `/api/sessions/${session}/events/stream`, { token });
+    const first = await open();
+    const second = await open();
+    expect([first.status, second.status]).toEqual([200, 200]);
+    await expectError(await open(), 429, 'too_many_streams');
+    // Another owner has places of its own.
+    const bobs = await t.createSession({}, BOB);
+    const bob = await open(BOB, bobs);
+    expect(bob.status).toBe(200);
+    await first.body?.cancel();
+    const third = await open();
+    expect(third.status).toBe(200);
+    for (const response of [second, third, bob]) await response.body?.cancel();
   });
 });
 
