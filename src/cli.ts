@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
 import { renderTimelinePage } from './inspect/timeline-page.js';
 import { parseTimelineTrace } from './inspect/timeline-transition.js';
-import { runServeCommand, serveUsage } from './server/serve-command.js';
+import { runServeCommand, serveOptionsUsage } from './server/serve-command.js';
 
 const usage = `Usage: runplane <command> [options]
 
@@ -27,7 +27,7 @@ Options of demo and timeline:
 
   -h, --help                show this help
 
-${serveUsage}`;
+${serveOptionsUsage}`;
 
 /** `runplane timeline trace.jsonl -o timeline.html`. @returns the exit code */
 async function timeline(tracePath: string | undefined, out: string | undefined, title?: string) {

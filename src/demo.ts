@@ -1,5 +1,5 @@
 /**
- * The demo behind `npm start` (until `runplane serve` lands): one session, a few runs, and the
+ * The demo behind `runplane demo`: one session, a few runs, and the
  * controls runplane exists for, printed as the session's event log.
  *
  * @module

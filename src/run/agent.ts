@@ -35,8 +35,11 @@ export interface SpawnOptions {
  * What an executing agent sees of its run.
  *
  * @remarks Its methods need no `this`: an agent may destructure the context
- * (`const { emit, signal } = ctx`) or spread it. The agent layer (issue 4) adds, through {@link AgentServices}: `inbox.drain()`,
- * `history` (the session's conversation) and `requestApproval(...)`.
+ * (`const { emit, signal, safePoint } = ctx`) or spread it. `interruptRequested` and
+ * `interruptMessage` are read live from `ctx`: a destructured copy keeps the value of that
+ * moment, so read them from `ctx` (or listen to `interruptSignal`). The agent layer adds,
+ * through {@link AgentServices}: `inbox.drain()`, `history` (the session's conversation) and
+ * `requestApproval(...)`.
  */
 export interface RunContext extends AgentServices {
   readonly runId: string;

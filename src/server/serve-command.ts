@@ -8,10 +8,8 @@ import { parseArgs } from 'node:util';
 import { InvalidArgumentError, RunplaneError } from '../errors.js';
 import { serveUntilSignal, startServer, type ServeOptions } from './serve.js';
 
-/** The help text of `runplane serve` (also part of `runplane --help`). */
-export const serveUsage = `  serve           start the HTTP session-events service and its chat page
-
-Options of serve (a flag wins over its environment variable):
+/** The options part of the help of `runplane serve` (`runplane --help` lists it too). */
+export const serveOptionsUsage = `Options of serve (a flag wins over its environment variable):
   --host <host>             interface to listen on           RUNPLANE_HOST    (default 127.0.0.1)
   --port <port>             TCP port, 0 for any free one     RUNPLANE_PORT    (default 8787)
   --db <path>               SQLite database file             RUNPLANE_DB      (default ./.runplane/runplane.db)
@@ -27,6 +25,11 @@ Options of serve (a flag wins over its environment variable):
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
 `;
+
+/** The help text of `runplane serve`. */
+export const serveUsage = `  serve           start the HTTP session-events service and its chat page
+
+${serveOptionsUsage}`;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
