@@ -8,13 +8,20 @@
 import fc from 'fast-check';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
+import type { TurnLoopContext } from '../../machines/turn-loop.machine.js';
+import type { RunplaneEvent } from '../events/event-log.js';
 import { LateItemsTakenError, RunplaneError } from '../errors.js';
 import type { Runtime } from '../runtime/create-runtime.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { createMemoryCheckpointStore } from '../stores/memory-checkpoint-store.js';
 import { jsonCheckpointCodec, type Checkpoint } from '../turn-loop/checkpoint.js';
 import { createTurnLoop } from '../turn-loop/create-turn-loop.js';
-import type { StopOptions, TurnLoop, TurnLoopExit } from '../turn-loop/turn-loop-types.js';
+import type {
+  StopOptions,
+  TurnContext,
+  TurnLoop,
+  TurnLoopExit,
+} from '../turn-loop/turn-loop-types.js';
 import { checkProperty, type PropertyRun, type RaceReport } from './race-property.js';
 import { RaceInvariantError, type RaceAgentKind, type RaceRuntimeFactory } from './race-world.js';
 import { createScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
@@ -88,6 +95,8 @@ class TurnLoopWorld {
       readonly agentKind: RaceAgentKind;
       readonly take: number;
       readonly requeuePreempted: boolean;
+      /** Leave `onAgentEvents` to the loop's default (it only awaits the run's end). */
+      readonly defaultHandler: boolean;
       readonly schedule: <T>(settlement: Promise<T>, label: string) => Promise<T>;
     },
   ) {
@@ -149,7 +158,12 @@ class TurnLoopWorld {
       acks: [],
       exit: undefined,
     };
-    const { schedule, take, requeuePreempted } = this.settings;
+    const { schedule, take, requeuePreempted, defaultHandler } = this.settings;
+    /** A turn's run started with these items: record them (once per turn). */
+    const turnStarted = (turnId: string, runId: string, consumed: readonly number[]) => {
+      generation.turnRuns.push(runId);
+      for (const item of consumed) generation.history.push({ item, event: 'consumed', turnId });
+    };
     const loop = createTurnLoop<number>({
       runtime: this.runtime,
       ownerId,
@@ -157,7 +171,23 @@ class TurnLoopWorld {
       store: this.store,
       checkpointId,
       requeuePreempted,
-      inspect: (event) => this.#track(event),
+      inspect: (event) => {
+        this.#track(event);
+        // With the default handler there is no onAgentEvents to see a turn start: read the
+        // loop's own `turn.started` step and the consumed items of its planned turn.
+        if (defaultHandler && event.type === '@xstate.snapshot') {
+          const started = event.event as { type: string; turnId?: string; runId?: string };
+          const { context } = event.snapshot as unknown as { context?: TurnLoopContext };
+          const turn = context?.turn;
+          if (
+            started.type === 'turn.started' &&
+            turn !== undefined &&
+            turn.turnId === started.turnId
+          ) {
+            turnStarted(turn.turnId, started.runId ?? '', (turn.plan?.consumed ?? []) as number[]);
+          }
+        }
+      },
       genInput: async (items, info) => {
         // "A turn's agent is cancelled and drained before the next turn starts."
         for (const runId of generation.turnRuns) {
@@ -187,15 +217,19 @@ class TurnLoopWorld {
         await schedule(Promise.resolve(), `prepareAgent ${info.turnId}`);
         return this.agent;
       },
-      onAgentEvents: async (turn, events) => {
-        generation.turnRuns.push(turn.runId);
-        for (const item of turn.consumed) {
-          generation.history.push({ item, event: 'consumed', turnId: turn.turnId });
-        }
-        let failed = false;
-        for await (const event of events) failed ||= event.type === 'run.failed';
-        return failed ? new Error('the turn failed') : undefined;
-      },
+      ...(defaultHandler
+        ? {}
+        : {
+            onAgentEvents: async (
+              turn: TurnContext<number>,
+              events: AsyncIterable<RunplaneEvent>,
+            ) => {
+              turnStarted(turn.turnId, turn.runId, turn.consumed);
+              let failed = false;
+              for await (const event of events) failed ||= event.type === 'run.failed';
+              return failed ? new Error('the turn failed') : undefined;
+            },
+          }),
     });
     (generation as { loop: TurnLoop<number> }).loop = loop;
     void loop.wait().then((exit) => (generation.exit = exit));
@@ -494,7 +528,8 @@ function commands(): fc.Arbitrary<Command>[] {
  * one tick, and after the stop: late), stops of each mode (with grace, idle wait, cause,
  * skipCheckpoint), time, agent completion, failure and safe points, and checkpoint + restart on
  * a memory store; fast-check's scheduler decides when planning, agent preparation and every
- * agent settlement land.
+ * agent settlement land. Each sequence also picks whether its loops follow their turns' events
+ * in `onAgentEvents` or leave it to the default (which only awaits the run's end).
  *
  * @remarks
  * Checked at every step: genInput sees items in push order and is never called while an
@@ -527,11 +562,13 @@ export async function runTurnLoopRaceProperty(
       fc.constantFrom<RaceAgentKind>('honours-signal', 'ignores-signal'),
       fc.constantFrom(1, 2),
       fc.boolean(),
-      async (scheduler, cmds, agentKind, take, requeuePreempted) => {
+      fc.boolean(),
+      async (scheduler, cmds, agentKind, take, requeuePreempted, defaultHandler) => {
         const world = new TurnLoopWorld(factory, {
           agentKind,
           take,
           requeuePreempted,
+          defaultHandler,
           schedule: (settlement, label) => scheduler.schedule(settlement, label),
         });
         await world.startGeneration();

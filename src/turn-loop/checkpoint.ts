@@ -61,9 +61,26 @@ export interface CheckpointCodec {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** The default {@link CheckpointCodec}: JSON, UTF-8. */
+/**
+ * Refuses what JSON would silently turn into `null` or drop from an array (a function, a
+ * symbol, `undefined` as an array element): an item saved that way would come back changed.
+ */
+function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
+  const kind = typeof value;
+  if (kind === 'function' || kind === 'symbol' || (value === undefined && Array.isArray(this))) {
+    throw new TypeError(
+      `expected JSON values only, got ${value === undefined ? 'undefined' : `a ${kind}`} at ${JSON.stringify(key)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * The default {@link CheckpointCodec}: JSON, UTF-8. Encoding throws (the save fails with
+ * `STORE_FAILED`) for a value JSON cannot hold: a function, a symbol, a bigint, a cycle.
+ */
 export const jsonCheckpointCodec: CheckpointCodec = {
-  encode: (checkpoint) => encoder.encode(JSON.stringify(checkpoint)),
+  encode: (checkpoint) => encoder.encode(JSON.stringify(checkpoint, strictJsonValue)),
   decode: (data) => JSON.parse(decoder.decode(data)) as unknown,
 };
 

@@ -518,18 +518,19 @@ export function createTurnLoop<TItem, TInput = unknown>(
         runTurn(input, sendBack, receive),
       ),
       saveCheckpoint: fromPromise<void, SaveCheckpointInput>(async ({ input }) => {
-        const checkpoint: Checkpoint = {
-          format: checkpointFormat,
-          version: checkpointVersion,
-          kind: input.kind,
-          loop: toDurableSnapshot(actor.getPersistedSnapshot()),
-          unhandled: input.unhandled,
-          interrupted: input.interrupted,
-          ...(input.agentState === undefined ? {} : { agentState: input.agentState }),
-          savedAt: clock.now(),
-        };
         let data: Uint8Array;
         try {
+          // Inside the try: persisting the snapshot walks every item too (a cycle throws there).
+          const checkpoint: Checkpoint = {
+            format: checkpointFormat,
+            version: checkpointVersion,
+            kind: input.kind,
+            loop: toDurableSnapshot(actor.getPersistedSnapshot()),
+            unhandled: input.unhandled,
+            interrupted: input.interrupted,
+            ...(input.agentState === undefined ? {} : { agentState: input.agentState }),
+            savedAt: clock.now(),
+          };
           data = codec.encode(checkpoint);
         } catch (error) {
           throw new StoreFailedError('encode', checkpointKey, error);

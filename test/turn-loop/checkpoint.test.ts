@@ -293,4 +293,34 @@ describe('TurnLoop checkpoints', () => {
     expect(third.checkpointAttempted).toBe(true);
     expect(third.checkpointError).toMatchObject({ code: 'STORE_FAILED', operation: 'encode' });
   });
+
+  it.each<[string, unknown]>([
+    [
+      'a cycle',
+      (() => {
+        const cyclic: Record<string, unknown> = { a: 1 };
+        cyclic.self = cyclic;
+        return cyclic;
+      })(),
+    ],
+    ['a function', () => 1],
+    ['a symbol', Symbol('x')],
+    ['a bigint', 10n],
+  ])(
+    'an item JSON cannot hold (%s) fails the save with STORE_FAILED (encode), never silently',
+    async (_name, item) => {
+      const { store, inner } = spyStore();
+      const { loop, stepped } = createTestLoop({ store, checkpointId: 'c' });
+      loop.push('first');
+      loop.push(item as string); // what untyped code could push
+      loop.run();
+      await until(() => stepped.executions.length === 1, 'turn started');
+      loop.stop({ mode: 'immediate' });
+      const exit = await loop.wait();
+      expect(exit.checkpointAttempted).toBe(true);
+      expect(exit.checkpointError).toBeInstanceOf(StoreFailedError);
+      expect(exit.checkpointError).toMatchObject({ code: 'STORE_FAILED', operation: 'encode' });
+      expect(await inner.get({}, 'c')).toBeUndefined(); // nothing half-written
+    },
+  );
 });
