@@ -82,7 +82,7 @@ export type {
 } from './events/event-log.js';
 export { AgentRun } from './run/agent-run.js';
 export type { CancelOptions } from './run/agent-run.js';
-export type { Agent, RunContext, SpawnOptions } from './run/agent.js';
+export type { Agent, InterruptCause, RunContext, SpawnOptions } from './run/agent.js';
 export type { CancelOutcome, CancelResult, RunOutcome } from './run/run-outcome.js';
 export type { Session } from './session/session.js';
 export { createRuntime } from './runtime/create-runtime.js';
@@ -126,6 +126,7 @@ export { createReActAgent } from './agent/react-agent.js';
 export type {
   ReActAgentOptions,
   ReActHistoryMode,
+  RecoveryInfo,
   ReActResult,
   ReActStopReason,
 } from './agent/react-agent.js';

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { InvalidArgumentError, RunCancelledError, RunplaneError } from '../errors.js';
 import type { Hint } from '../inbox/inbox.js';
-import type { Agent, RunContext } from '../run/agent.js';
+import type { Agent, InterruptCause, RunContext } from '../run/agent.js';
 import { parseOptions } from '../validation.js';
 import type { ChatChunk, ChatFinishReason, ChatModel, ChatUsage } from './chat-model.js';
 import {
@@ -41,10 +41,23 @@ export interface ReActAgentOptions {
    * conversation. @default 'auto'
    */
   readonly history?: ReActHistoryMode;
-  /** The recovery reply written on interrupt. @default AgentScope's "I noticed that you have interrupted me. What can I do for you?" */
-  readonly recoveryReply?: string | ((info: { interruptMessage: string | undefined }) => string);
+  /**
+   * The recovery reply written on interrupt (AgentScope's). A function gets the interrupt's
+   * message and cause and may return `''` to write none. A string (or the default) is not
+   * written when the interrupt is the runtime's shutdown: the user did not speak, so the
+   * conversation keeps just the partial reply, marked interrupted.
+   * @default "I noticed that you have interrupted me. What can I do for you?"
+   */
+  readonly recoveryReply?: string | ((info: RecoveryInfo) => string);
   /** How a drained hint is phrased in the request. @default its text as is */
   readonly formatHint?: (hint: Hint) => string;
+}
+
+/** What a {@link ReActOptions.recoveryReply} function is told about the interrupt. */
+export interface RecoveryInfo {
+  readonly interruptMessage: string | undefined;
+  /** `'interrupt'` (a user or a newer run) or `'shutdown'` (the runtime is stopping). */
+  readonly interruptCause: InterruptCause | undefined;
 }
 
 /** Why a ReAct run stopped. */
@@ -98,17 +111,9 @@ const optionsSchema = z.object({
     .enum(['auto', 'session', 'none'], { error: "one of 'auto', 'session', 'none'" })
     .optional(),
   recoveryReply: z
-    .union(
-      [
-        z.string(),
-        z.custom<(info: { interruptMessage: string | undefined }) => string>(
-          (v) => typeof v === 'function',
-        ),
-      ],
-      {
-        error: 'a string or a function',
-      },
-    )
+    .union([z.string(), z.custom<(info: RecoveryInfo) => string>((v) => typeof v === 'function')], {
+      error: 'a string or a function',
+    })
     .optional(),
   formatHint: z
     .custom<(hint: Hint) => string>((v) => typeof v === 'function', { error: 'a function' })
@@ -179,13 +184,12 @@ class ReActExecution {
       this.#drainInbox(messageId, step);
       const turn = await this.#callModel(messageId, step);
       if (turn.interrupted) {
-        if (turn.text !== '')
-          this.#commitAssistant(
-            { role: 'assistant', id: messageId, content: turn.text, stop: 'interrupted' },
-            step,
-            turn,
-          );
-        return this.#finishInterrupted();
+        let partial: AssistantMessage | undefined;
+        if (turn.text !== '') {
+          partial = { role: 'assistant', id: messageId, content: turn.text, stop: 'interrupted' };
+          this.#commitAssistant(partial, step, turn);
+        }
+        return this.#finishInterrupted(partial);
       }
       last = {
         role: 'assistant',
@@ -396,13 +400,17 @@ class ReActExecution {
     this.#pending = undefined;
   }
 
-  async #finishInterrupted(): Promise<ReActResult> {
+  async #finishInterrupted(partial?: AssistantMessage): Promise<ReActResult> {
     const ctx = this.#ctx;
     const recovery = this.#options.recoveryReply ?? defaultRecovery;
     const content =
       typeof recovery === 'string'
-        ? recovery
-        : recovery({ interruptMessage: ctx.interruptMessage });
+        ? ctx.interruptCause === 'shutdown'
+          ? ''
+          : recovery
+        : recovery({ interruptMessage: ctx.interruptMessage, interruptCause: ctx.interruptCause });
+    // Nothing to say (a shutdown): the partial reply, if any, is what the conversation keeps.
+    if (content === '') return this.#finish(partial, 'interrupted');
     const message: AssistantMessage = {
       role: 'assistant',
       id: createMessageId(),

@@ -30,7 +30,7 @@ import { durationMs, parseOptions } from '../validation.js';
 import { setInspectedParent } from '../inspect/actor-parents.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { RuntimeCore, BoundRunMachine } from '../runtime/runtime-core.js';
-import type { Agent, SpawnOptions } from './agent.js';
+import type { Agent, InterruptCause, SpawnOptions } from './agent.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import { createRunContext, type RunContextHost } from './run-context.js';
 import type { CancelOutcome, CancelResult, RunOutcome } from './run-outcome.js';
@@ -141,6 +141,8 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   #startCalled = false;
   #finished = false;
   #safePointState: unknown;
+  /** Who interrupted the RUNNING run (the first interrupt's). */
+  #interruptCause: InterruptCause | undefined;
   /** The session log's last seq when the run was prepared. */
   readonly #logFloor: number;
 
@@ -296,9 +298,16 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
    * @returns whether this call contributed (false on a terminal run, or a repeated interrupt)
    */
   interrupt(message?: string): boolean {
+    return this.interruptWith(message, 'interrupt');
+  }
+
+  /** @internal Interrupts with a cause (`shutdown` from the runtime); see {@link AgentRun.interrupt}. */
+  interruptWith(message: string | undefined, cause: InterruptCause): boolean {
     const statusBefore = this.#status;
     if (terminalRunStatuses.has(statusBefore)) return false;
     const before = this.#actor.getSnapshot().context;
+    // Set before the send: the interrupt signal's listeners run inside it.
+    if (statusBefore === 'RUNNING' && !before.interruptRequested) this.#interruptCause = cause;
     this.#send({ type: 'run.interrupt', message });
     const after = this.#actor.getSnapshot().context;
     return (
@@ -437,6 +446,11 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   /** @internal */
   get interruptMessage(): string | undefined {
     return this.#actor.getSnapshot().context.interruptMessage;
+  }
+
+  /** @internal */
+  get interruptCause(): InterruptCause | undefined {
+    return this.#interruptCause;
   }
 
   /** @internal */

@@ -25,6 +25,9 @@ export interface Agent<TInput = unknown, TOutput = unknown> {
   execute(input: TInput, ctx: RunContext): Promise<TOutput>;
 }
 
+/** Why a run was interrupted (see {@link RunContext.interruptCause}). */
+export type InterruptCause = 'interrupt' | 'shutdown';
+
 /** Options of {@link RunContext.spawn}. */
 export interface SpawnOptions {
   /** Total budget of the nested run, in ms. */
@@ -55,6 +58,12 @@ export interface RunContext extends AgentServices {
   readonly interruptRequested: boolean;
   /** The message passed to the first `interrupt(message)`, if any. */
   readonly interruptMessage: string | undefined;
+  /**
+   * Who interrupted: `'interrupt'` (a user, or a newer run's `interrupt` strategy) or
+   * `'shutdown'` (`runtime.shutdown()` lets running runs wrap up); `undefined` until then.
+   * An agent should not answer a shutdown as if the user had spoken (no "you interrupted me").
+   */
+  readonly interruptCause: InterruptCause | undefined;
   /**
    * Aborted when `interrupt()` reaches this run while RUNNING (its reason is an `AbortError`
    * DOMException): race it, or hand it to a model call, to notice an interrupt without polling.

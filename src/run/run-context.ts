@@ -9,7 +9,7 @@ import type { SafePointKind } from '../../machines/cancel-request.js';
 import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { Agent, RunContext, SpawnOptions } from './agent.js';
+import type { Agent, InterruptCause, RunContext, SpawnOptions } from './agent.js';
 import type { AgentRun } from './agent-run.js';
 
 /** @internal What a run context asks of its run (implemented by {@link AgentRun}). */
@@ -21,6 +21,7 @@ export interface RunContextHost {
   readonly clock: Clock;
   readonly interruptRequested: boolean;
   readonly interruptMessage: string | undefined;
+  readonly interruptCause: InterruptCause | undefined;
   /** The run's AbortSignal, created on first use. */
   executorSignal(): AbortSignal;
   /** The run's interrupt signal, created on first use. */
@@ -68,6 +69,9 @@ export function createRunContext(run: RunContextHost): RunContext {
     },
     get interruptMessage() {
       return run.interruptMessage;
+    },
+    get interruptCause() {
+      return run.interruptCause;
     },
     get inbox() {
       return run.agentServices().inbox;

@@ -675,7 +675,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           }),
         interruptRunningRuns: () =>
           eachLive((run) => {
-            if (run.status === 'RUNNING') run.interrupt('runtime shutdown');
+            if (run.status === 'RUNNING') run.interruptWith('runtime shutdown', 'shutdown');
           }),
         cancelRemainingRuns: () =>
           eachLive((run) => run.cancelWith(shutdownRequest('shutdown grace period over'))),

@@ -361,6 +361,47 @@ describe('createReActAgent: interrupt', () => {
     expect(completed?.payload.reason).toBe('interrupted');
   });
 
+  it('a shutdown is not answered as a user interrupt: the partial reply is kept, no recovery reply', async () => {
+    const { clock, runtime } = setup();
+    const gate = createGate();
+    const causes: unknown[] = [];
+    const model = createScriptedModel([{ text: ['Hello ', 'wor', 'ld'], gate, gateAt: 2 }], {
+      clock,
+    });
+    const run = startReActRun(runtime, { model }, 'Say hello');
+    await gate.reached;
+    const shutdown = runtime.shutdown({ graceMs: 1_000 });
+    const outcome = await run.termination;
+    expect(await shutdown).toEqual({ drained: true });
+    expect(outcome).toMatchObject({ status: 'COMPLETED', interrupted: true });
+    if (outcome.status !== 'COMPLETED') return;
+    expect(outcome.output).toMatchObject({ reason: 'interrupted', reply: 'Hello wor' });
+    const history = await runtime.sessionStore.load({}, { ownerId: owner, sessionId: session });
+    expect(summarize(history)).toEqual(['user: Say hello', 'assistant(interrupted): Hello wor']);
+
+    // A recoveryReply function is told the cause and decides.
+    const second = setup();
+    const gate2 = createGate();
+    const model2 = createScriptedModel([{ text: ['Hi ', 'there'], gate: gate2, gateAt: 1 }], {
+      clock: second.clock,
+    });
+    const run2 = startReActRun(
+      second.runtime,
+      {
+        model: model2,
+        recoveryReply: ({ interruptCause, interruptMessage }) => {
+          causes.push([interruptCause, interruptMessage]);
+          return interruptCause === 'shutdown' ? 'Back in a moment.' : 'Yes?';
+        },
+      },
+      'Greet me',
+    );
+    await gate2.reached;
+    void second.runtime.shutdown({ graceMs: 1_000 });
+    expect(await run2.result()).toMatchObject({ reply: 'Back in a moment.' });
+    expect(causes).toEqual([['shutdown', 'runtime shutdown']]);
+  });
+
   it('checks the interrupt at every chunk, even with a model that ignores its signal', async () => {
     const { runtime } = setup();
     const next = deferred();

@@ -431,4 +431,39 @@ describe('hardening', () => {
     expect(await runtime.shutdown({ graceMs: 1_000 })).toEqual({ drained: true });
     expect(attempts).toEqual(['SHUTTING_DOWN']);
   });
+
+  it('ctx.interruptCause tells a user interrupt from a shutdown', async () => {
+    const { runtime } = createTestRuntime();
+    const seen: unknown[] = [];
+    const waitForInterrupt: Agent<string, string> = {
+      execute: (input, ctx) =>
+        new Promise((resolve) => {
+          seen.push([input, ctx.interruptCause]);
+          ctx.interruptSignal.addEventListener('abort', () => {
+            seen.push([input, ctx.interruptCause, ctx.interruptMessage]);
+            resolve(input);
+          });
+        }),
+    };
+    const user = runtime.prepare({ ...owner, agent: waitForInterrupt, input: 'user' });
+    user.start();
+    await tick();
+    user.interrupt('stop');
+    await user.termination;
+    const other = runtime.prepare({
+      ...owner,
+      sessionId: 's2',
+      agent: waitForInterrupt,
+      input: 'deploy',
+    });
+    other.start();
+    await tick();
+    expect(await runtime.shutdown({ graceMs: 1_000 })).toEqual({ drained: true });
+    expect(seen).toEqual([
+      ['user', undefined],
+      ['user', 'interrupt', 'stop'],
+      ['deploy', undefined],
+      ['deploy', 'shutdown', 'runtime shutdown'],
+    ]);
+  });
 });
