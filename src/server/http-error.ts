@@ -10,6 +10,7 @@ import { RunplaneError } from '../errors.js';
 export type HttpErrorCode =
   | 'unauthorized'
   | 'not_found'
+  | 'method_not_allowed'
   | 'invalid_json'
   | 'invalid_body'
   | 'invalid_event'
@@ -26,10 +27,11 @@ export type HttpErrorCode =
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 409 | 413 | 415 | 429 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
+  method_not_allowed: 405,
   invalid_json: 400,
   invalid_body: 400,
   invalid_event: 400,

@@ -239,9 +239,41 @@ export function createServiceApp(options: ServiceOptions): Service {
     if (httpError.code === 'internal' || httpError.code === 'store_failed') reportError(error);
     return c.json(httpError.toBody(), httpError.status as 400);
   });
-  app.notFound((c) =>
-    c.json(new HttpError('not_found', `no route for ${c.req.method} ${c.req.path}`).toBody(), 404),
-  );
+  // A path the service knows, asked with a method it does not answer there, is 405 with Allow.
+  const routePatterns = new Map<string, RegExp>();
+  const allowedMethods = (path: string): string[] => {
+    const methods = new Set<string>();
+    for (const route of app.routes) {
+      if (route.method === 'ALL') continue; // middleware
+      let pattern = routePatterns.get(route.path);
+      if (pattern === undefined) {
+        const source = route.path
+          .split('/')
+          .map((part) =>
+            part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('/');
+        pattern = new RegExp(`^${source}$`);
+        routePatterns.set(route.path, pattern);
+      }
+      if (pattern.test(path)) methods.add(route.method);
+    }
+    return [...methods];
+  };
+  app.notFound((c) => {
+    const allow = allowedMethods(c.req.path);
+    if (allow.length > 0) {
+      const error = new HttpError(
+        'method_not_allowed',
+        `expected one of ${allow.join(', ')} for ${c.req.path}, got ${c.req.method}`,
+      );
+      return c.json(error.toBody(), 405, { allow: allow.join(', ') });
+    }
+    return c.json(
+      new HttpError('not_found', `no route for ${c.req.method} ${c.req.path}`).toBody(),
+      404,
+    );
+  });
 
   app.get('/', (c) => c.html(chatPageHtml));
   if (options.timeline !== undefined) {

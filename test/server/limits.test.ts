@@ -75,6 +75,22 @@ describe('content type', () => {
   });
 });
 
+describe('methods', () => {
+  it('answers 405 method_not_allowed with Allow for a known path, 404 for an unknown one', async () => {
+    t = createTestService();
+    const id = await t.createSession();
+    const deleted = await t.request('DELETE', `/api/sessions/${id}`);
+    await expectError(deleted, 405, 'method_not_allowed');
+    expect(deleted.headers.get('allow')).toBe('GET, PATCH');
+    const put = await t.request('PUT', `/api/sessions/${id}/events`, { body: {} });
+    await expectError(put, 405, 'method_not_allowed');
+    expect(put.headers.get('allow')).toBe('POST, GET');
+    await expectError(await t.request('GET', '/api/nothing-here'), 404, 'not_found');
+    // Authentication still comes first.
+    await expectError(await t.request('DELETE', `/api/sessions/${id}`, { token: null }), 401);
+  });
+});
+
 describe('open streams per owner', () => {
   it('answers 429 too_many_streams past the cap; a closed stream frees its place; owners are apart', async () => {
     t = createTestService({ maxStreamsPerOwner: 2 });
