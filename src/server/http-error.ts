@@ -23,11 +23,14 @@ export type HttpErrorCode =
   | 'session_busy'
   | 'shutting_down'
   | 'store_failed'
+  | 'request_timeout'
+  | 'headers_too_large'
+  | 'bad_request'
   | 'internal';
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 431 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -44,6 +47,9 @@ export const statusOfCode: Readonly<
   session_busy: 409,
   shutting_down: 503,
   store_failed: 500,
+  request_timeout: 408,
+  headers_too_large: 431,
+  bad_request: 400,
   internal: 500,
 };
 

@@ -6,6 +6,7 @@
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { createAdaptorServer } from '@hono/node-server';
 import type Database from 'better-sqlite3';
 import { createOpenAIModel } from '../agent/openai-model.js';
@@ -27,6 +28,7 @@ import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
 import { createDevToken, createTokenAuthenticator, parseTokenList } from './auth.js';
 import { createDemoAgent } from './demo-agent.js';
 import { recoverCrashedRuns, type CrashedRun } from './recover.js';
+import { HttpError } from './http-error.js';
 import { createServiceApp, type Service } from './service-app.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
@@ -102,6 +104,40 @@ const settingsMigrations: readonly SqliteMigration[] = [
     sql: `CREATE TABLE runplane_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;`,
   },
 ];
+
+const statusText: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
+
+/**
+ * Node answers a request it cannot parse (oversized headers, a malformed request line, a
+ * header timeout) itself, with a bare status line. Answer those in the service's JSON error
+ * shape instead, then close the connection.
+ */
+function answerClientErrorsAsJson(server: Server): void {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const httpError =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? new HttpError('headers_too_large', 'expected request headers of at most 16 KiB')
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? new HttpError('request_timeout', 'the request did not arrive in time')
+          : new HttpError('bad_request', 'expected a well-formed HTTP/1.1 request');
+    const body = JSON.stringify(httpError.toBody());
+    socket.end(
+      `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
+        'content-type: application/json\r\n' +
+        `content-length: ${Buffer.byteLength(body)}\r\n` +
+        'connection: close\r\n\r\n' +
+        body,
+    );
+  });
+}
 
 /** The dev token of this database: created on first start, the same on every later one. */
 function devTokenOf(db: Database.Database): string {
@@ -241,6 +277,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       },
       hostname: host,
     }) as Server;
+    answerClientErrorsAsJson(server);
     let address: AddressInfo;
     try {
       address = await listen(server, port, host);

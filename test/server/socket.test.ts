@@ -4,7 +4,7 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
@@ -115,6 +115,34 @@ describe('the service on a real socket', () => {
     gate.complete(runId, 'finished in time');
     expect(await stopping).toEqual({ drained: true });
     await expect(fetch(`${s.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('answers oversized headers and a malformed request in JSON, on the raw socket', async () => {
+    const { server: running } = await boot();
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(running.port, '127.0.0.1');
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk.toString()));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+        socket.write(request);
+      });
+    const huge = await raw(
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    );
+    expect(huge).toMatch(/^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+    expect(huge).toMatch(/\r\ncontent-type: application\/json\r\n/);
+    expect(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { code: 'headers_too_large' },
+    });
+    const garbled = await raw('THIS IS NOT HTTP\r\n\r\n');
+    expect(garbled).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(JSON.parse(garbled.slice(garbled.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { code: 'bad_request' },
+    });
+    // The service itself is unharmed.
+    expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
   });
 
   it('reports a busy port as an error and leaves nothing open', async () => {
