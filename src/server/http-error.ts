@@ -20,6 +20,7 @@ export type HttpErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'too_many_streams'
+  | 'too_many_hints'
   | 'session_busy'
   | 'shutting_down'
   | 'store_failed'
@@ -44,6 +45,7 @@ export const statusOfCode: Readonly<
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_streams: 429,
+  too_many_hints: 429,
   session_busy: 409,
   shutting_down: 503,
   store_failed: 500,

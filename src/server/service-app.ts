@@ -56,6 +56,8 @@ export interface ServiceOptions {
    * over can take from everyone else. @default 64
    */
   readonly maxStreamsPerOwner?: number;
+  /** Hints (`user.supplement`) that may wait in one session; one more is 429 `too_many_hints`. @default 100 */
+  readonly maxPendingHints?: number;
   /** Total budget of each run, queue time included, in ms. @default none */
   readonly runTimeoutMs?: number;
   /** `grace_ms` of a new session that names none, in ms. @default 5000 */
@@ -143,6 +145,7 @@ const serviceOptionsSchema = z.object({
   heartbeatMs: positiveInt.optional(),
   maxBodyBytes: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
+  maxPendingHints: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
@@ -202,6 +205,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   const eventLog = runtime.eventLog;
   const streams = new Set<AbortController>();
   const maxStreamsPerOwner = options.maxStreamsPerOwner ?? 64;
+  const maxPendingHints = options.maxPendingHints ?? 100;
   const streamsOf = new Map<string, number>();
   /** Counts an owner's open stream; @returns its release. @throws HttpError too_many_streams */
   const openStream = (ownerId: string): (() => void) => {
@@ -536,6 +540,16 @@ export function createServiceApp(options: ServiceOptions): Service {
         return { type: event.type, result, tool_use_id: toolUseId };
       }
       case 'user.supplement': {
+        // Hints wait for the session's next reasoning step; a client that floods them would
+        // grow every later model request.
+        if (runtime.inbox.size(ownerId, sessionId) >= maxPendingHints) {
+          throw new HttpError(
+            'too_many_hints',
+            `expected at most ${maxPendingHints} hints waiting in session ${sessionId}; wait for a run to read them`,
+            { event_index: index },
+            { results },
+          );
+        }
         const hintId = runtime.inbox.push(ownerId, sessionId, {
           text: event.payload.text,
           source: 'user-supplement',

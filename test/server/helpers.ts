@@ -35,6 +35,7 @@ export interface TestServiceOptions {
   readonly heartbeatMs?: number;
   readonly maxBodyBytes?: number;
   readonly maxStreamsPerOwner?: number;
+  readonly maxPendingHints?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
   readonly wrapEventLog?: (log: EventLog) => EventLog;
   /** Serve the live timeline (`/inspect`) from this hub. */
@@ -82,6 +83,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     heartbeatMs: options.heartbeatMs,
     maxBodyBytes: options.maxBodyBytes,
     maxStreamsPerOwner: options.maxStreamsPerOwner,
+    maxPendingHints: options.maxPendingHints,
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
   });

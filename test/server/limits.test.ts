@@ -91,6 +91,24 @@ describe('methods', () => {
   });
 });
 
+describe('pending hints per session', () => {
+  it('answers 429 too_many_hints past the cap, with the batch results applied before it', async () => {
+    t = createTestService({ maxPendingHints: 2 });
+    const id = await t.createSession();
+    const hint = (text: string) => ({ type: 'user.supplement', payload: { text } });
+    expect((await t.post(id, [hint('one'), hint('two')])).status).toBe(200);
+    const over = await t.post(id, [hint('three')]);
+    expect(over.status).toBe(429);
+    expect(over.body).toMatchObject({
+      error: { code: 'too_many_hints', event_index: 0 },
+      results: [],
+    });
+    expect(t.runtime.inbox.size('alice', id)).toBe(2); // nothing of the refused hint was kept
+    const logged = await t.eventLog.read({}, { ownerId: 'alice', sessionId: id });
+    expect(logged.filter((e) => e.type === 'user.supplement')).toHaveLength(2);
+  });
+});
+
 describe('open streams per owner', () => {
   it('answers 429 too_many_streams past the cap; a closed stream frees its place; owners are apart', async () => {
     t = createTestService({ maxStreamsPerOwner: 2 });
