@@ -58,6 +58,8 @@ export interface ServeOptions {
   readonly graceMs?: number;
   /** Interval of SSE heartbeat comments, in ms. @default 15000 */
   readonly heartbeatMs?: number;
+  /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
+  readonly maxStreamsPerOwner?: number;
   /** The demo model's pause before each streamed word, in ms. @default 60 */
   readonly chunkDelayMs?: number;
   /** The demo tools that ask for confirmation first. @default ['clock'] */
@@ -260,6 +262,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       runs,
       authenticate,
       heartbeatMs: options.heartbeatMs,
+      maxStreamsPerOwner: options.maxStreamsPerOwner,
       runTimeoutMs: options.runTimeoutMs,
       reportError,
       timeline,

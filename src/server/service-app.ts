@@ -53,7 +53,7 @@ export interface ServiceOptions {
   /**
    * Open SSE streams one owner may hold at once (session and inspect streams together); one
    * more is 429 `too_many_streams`. Bounds what one client replaying a long log many times
-   * over can take from everyone else. @default 64
+   * over can take from everyone else. @default 128
    */
   readonly maxStreamsPerOwner?: number;
   /** Hints (`user.supplement`) that may wait in one session; one more is 429 `too_many_hints`. @default 100 */
@@ -204,7 +204,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   const clock = runtime.clock;
   const eventLog = runtime.eventLog;
   const streams = new Set<AbortController>();
-  const maxStreamsPerOwner = options.maxStreamsPerOwner ?? 64;
+  const maxStreamsPerOwner = options.maxStreamsPerOwner ?? 128;
   const maxPendingHints = options.maxPendingHints ?? 100;
   const streamsOf = new Map<string, number>();
   /** Counts an owner's open stream; @returns its release. @throws HttpError too_many_streams */
