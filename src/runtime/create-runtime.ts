@@ -465,7 +465,19 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         `expected \`runId\` to be unused, got ${JSON.stringify(runId)}`,
       );
     }
-    const run = new AgentRun<TOutput>({ ...init, core, runId, logFloor: logEndOf(init) });
+    // Field by field: spreading `init` here took V8's slow path (about a tenth of a lifecycle).
+    const run = new AgentRun<TOutput>({
+      core,
+      runId,
+      ownerId: init.ownerId,
+      sessionId: init.sessionId,
+      agent: init.agent,
+      input: init.input,
+      timeoutMs: init.timeoutMs,
+      signal: init.signal,
+      parent: init.parent,
+      logFloor: logEndOf(init),
+    });
     liveRuns.set(runId, run);
     run.activate();
     return run;

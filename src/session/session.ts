@@ -25,7 +25,11 @@ export class SessionHost implements SlotWaiter {
     actorOptions: Pick<Parameters<typeof createActor>[1] & object, 'clock' | 'inspect'>,
     onError: (error: unknown) => void,
   ) {
-    this.actor = createActor(machine, { ...actorOptions, input: key });
+    this.actor = createActor(machine, {
+      clock: actorOptions.clock,
+      inspect: actorOptions.inspect,
+      input: key,
+    });
     this.actor.subscribe({ error: onError });
     this.actor.start();
   }
