@@ -341,7 +341,7 @@ export function createServiceApp(options: ServiceOptions): Service {
     if (text.trim() !== '' && type !== undefined && !isJsonMediaType(type)) {
       throw new HttpError(
         'unsupported_media_type',
-        `expected Content-Type application/json, got ${JSON.stringify(type)}`,
+        `expected Content-Type application/json (or a +json type), got ${JSON.stringify(type)}`,
       );
     }
     try {
