@@ -485,7 +485,11 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
   /** @internal */
   reachSafePoint(kind: SafePointKind, state: unknown): void {
     if (state !== undefined) this.#safePointState = state;
-    if (this.#isLive()) this.#send({ type: 'run.safe_point', kind });
+    // Only a pending safe-point cancel (RUNNING.cancelling) reacts to a safe point: with none
+    // pending the event would be a no-op macrostep, and agents reach safe points often.
+    if (this.#status === 'RUNNING' && this.#actor.getSnapshot().context.cancel !== undefined) {
+      this.#send({ type: 'run.safe_point', kind });
+    }
     if (this.#status === 'CANCELLED') {
       const { cause, cancel } = this.#actor.getSnapshot().context;
       throw new RunCancelledError(this.id, cause ?? 'cancel', cancel?.reason);
