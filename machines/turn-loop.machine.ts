@@ -5,7 +5,7 @@
  *
  * @remarks
  * Two parallel regions:
- * - `loop`: `idle → loading → planning (generating → preparing) → turn (starting → running)
+ * - `loop`: `idle → loading → planning → turn (starting → running)
  *   → next turn | waiting | exiting → exited`;
  * - `stop`: `open → idleWaiting → committed → closed`. Once `committed` the buffer is closed:
  *   every later push is refused (a late item). `committed` is also entered on an error exit,
@@ -125,7 +125,7 @@ export interface TurnRecord {
   readonly turnId: string;
   /** `resume`: planned by genResume from a mid-turn checkpoint. */
   readonly kind: 'input' | 'resume';
-  readonly phase: 'generating' | 'preparing' | 'starting' | 'running';
+  readonly phase: 'planning' | 'starting' | 'running';
   /** Buffer items taken for planning, in push order. */
   readonly taken: readonly unknown[];
   /** Preempted items handed to genInput as `preemptedItems` (with `requeuePreempted`). */
@@ -276,8 +276,11 @@ export interface LoadedCheckpoint {
   readonly turnSeq: number;
 }
 
-/** Input of the `generate` logic: genInput for `input`, genResume for `resume`. */
-export type GenerateInput =
+/**
+ * Input of the `plan` logic: genInput for `input`, genResume for `resume`; then prepareAgent
+ * with what the plan consumed (`resume` tells it the turn resumes a mid-turn checkpoint).
+ */
+export type PlanInput =
   | {
       readonly kind: 'input';
       readonly turnId: string;
@@ -293,12 +296,11 @@ export type GenerateInput =
       readonly agentState: unknown;
     };
 
-/** Input of the `prepare` logic. */
-export interface PrepareInput {
-  readonly turnId: string;
-  readonly consumed: readonly unknown[];
-  /** Whether the turn resumes a mid-turn checkpoint. */
-  readonly resume: boolean;
+/** Output of the `plan` logic. */
+export interface PlannedTurn {
+  readonly plan: TurnPlan;
+  /** The agent prepareAgent returned (opaque to the machine); not asked for an empty plan. */
+  readonly agent: unknown;
 }
 
 /** Input of the `turn` logic: start one run and follow it to settlement. */
@@ -432,14 +434,12 @@ const loopSetup = setup({
   actors: {
     /** Placeholder: reads and validates the checkpoint; `undefined` when there is none. */
     loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(() => Promise.resolve(undefined)),
-    /** Placeholder: genInput or genResume, its answer checked against the items. */
-    generate: fromPromise<TurnPlan, GenerateInput>(() =>
-      Promise.reject(new Error('generate not provided')),
-    ),
-    /** Placeholder: prepareAgent(consumed). */
-    prepare: fromPromise<unknown, PrepareInput>(() =>
-      Promise.reject(new Error('prepare not provided')),
-    ),
+    /**
+     * Placeholder: genInput or genResume, its answer checked against the items, then
+     * prepareAgent(consumed) unless the plan consumed nothing. One invocation for both: a turn
+     * is planned in one step of the loop.
+     */
+    plan: fromPromise<PlannedTurn, PlanInput>(() => Promise.reject(new Error('plan not provided'))),
     /** Placeholder: starts the turn's run, answers `turn.started`, then `turn.ended` or `turn.failed`. */
     turn: fromCallback<TurnCancelCommand, TurnInput>(() => undefined),
     saveCheckpoint: fromPromise<void, SaveCheckpointInput>(() => Promise.resolve()),
@@ -463,7 +463,7 @@ const loopSetup = setup({
       const turn: TurnRecord = {
         turnId: `turn-${turnSeq}`,
         kind: context.resume === undefined ? 'input' : 'resume',
-        phase: 'generating',
+        phase: 'planning',
         taken: context.buffer,
         takenRequeued: context.resume === undefined ? context.requeued : [],
         resume: context.resume,
@@ -483,20 +483,15 @@ const loopSetup = setup({
       };
     }),
 
-    recordPlan: assign(({ context, event }) => {
-      const turn = context.turn;
-      if (turn === undefined || !('output' in event)) return {};
-      return { turn: { ...turn, phase: 'preparing' as const, plan: event.output as TurnPlan } };
-    }),
-
     /** The plan is final: remaining items go back to the front of the buffer, dropped are reported. */
     applyPlan: assign(({ context, event }) => {
       const turn = context.turn;
-      if (turn?.plan === undefined || !('output' in event)) return {};
-      context.dropped.push(...turn.plan.dropped);
+      if (turn === undefined || !('output' in event)) return {};
+      const { plan, agent } = event.output as PlannedTurn;
+      context.dropped.push(...plan.dropped);
       return {
-        buffer: [...turn.plan.remaining, ...context.buffer],
-        turn: { ...turn, phase: 'starting' as const, agent: event.output },
+        buffer: [...plan.remaining, ...context.buffer],
+        turn: { ...turn, phase: 'starting' as const, plan, agent },
       };
     }),
 
@@ -597,7 +592,8 @@ const loopSetup = setup({
     isIdleStop: ({ event }) => event.type === 'loop.stop' && event.call.idleForMs !== undefined,
     loopIsWaiting: stateIn({ loop: 'waiting' }),
     loopExited: stateIn({ loop: 'exited' }),
-    emptyPlan: ({ event }) => 'output' in event && (event.output as TurnPlan).consumed.length === 0,
+    emptyPlan: ({ event }) =>
+      'output' in event && (event.output as PlannedTurn).plan.consumed.length === 0,
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
     resumedTurnSucceeded: ({ context, event }) =>
@@ -792,7 +788,7 @@ export const turnLoopMachine = effectsSetup
         enqueueActions(({ context, event, enqueue }) => {
           const turn = context.turn;
           if (turn === undefined || !('output' in event)) return;
-          const plan = event.output as TurnPlan;
+          const { plan } = event.output as PlannedTurn;
           context.dropped.push(...plan.dropped);
           enqueue.assign({ buffer: [...plan.remaining, ...context.buffer] });
           enqueue('releaseTurn');
@@ -927,61 +923,35 @@ export const turnLoopMachine = effectsSetup
               { guard: 'hasWork', target: 'planning' },
             ],
           },
+          /** genInput (or genResume), then prepareAgent: one invocation. A stop undoes the plan. */
           planning: {
             entry: 'startPlan',
-            initial: 'generating',
             always: { guard: 'closed', target: 'exiting', actions: ['undoPlan', 'stopEnding'] },
-            states: {
-              generating: {
-                invoke: {
-                  src: 'generate',
-                  input: ({ context }): GenerateInput => {
-                    const turn = context.turn as TurnRecord;
-                    return turn.kind === 'resume'
-                      ? {
-                          kind: 'resume',
-                          turnId: turn.turnId,
-                          interrupted: turn.resume?.interrupted ?? [],
-                          unhandled: turn.resume?.unhandled ?? [],
-                          newItems: turn.taken,
-                          agentState: turn.resume?.agentState,
-                        }
-                      : {
-                          kind: 'input',
-                          turnId: turn.turnId,
-                          items: turn.taken,
-                          preemptedItems: turn.takenRequeued,
-                        };
-                  },
-                  onDone: [
-                    {
-                      guard: 'emptyPlan',
-                      target: '#turnLoop.loop.route',
-                      actions: 'applyEmptyPlan',
-                    },
-                    { target: 'preparing', actions: 'recordPlan' },
-                  ],
-                  onError: {
-                    target: '#turnLoop.loop.exiting',
-                    actions: ['undoPlan', 'failWith'],
-                  },
-                },
+            invoke: {
+              src: 'plan',
+              input: ({ context }): PlanInput => {
+                const turn = context.turn as TurnRecord;
+                return turn.kind === 'resume'
+                  ? {
+                      kind: 'resume',
+                      turnId: turn.turnId,
+                      interrupted: turn.resume?.interrupted ?? [],
+                      unhandled: turn.resume?.unhandled ?? [],
+                      newItems: turn.taken,
+                      agentState: turn.resume?.agentState,
+                    }
+                  : {
+                      kind: 'input',
+                      turnId: turn.turnId,
+                      items: turn.taken,
+                      preemptedItems: turn.takenRequeued,
+                    };
               },
-              preparing: {
-                invoke: {
-                  src: 'prepare',
-                  input: ({ context }): PrepareInput => ({
-                    turnId: context.turn?.turnId ?? '',
-                    consumed: context.turn?.plan?.consumed ?? [],
-                    resume: context.turn?.kind === 'resume',
-                  }),
-                  onDone: { target: '#turnLoop.loop.turn', actions: 'applyPlan' },
-                  onError: {
-                    target: '#turnLoop.loop.exiting',
-                    actions: ['undoPlan', 'failWith'],
-                  },
-                },
-              },
+              onDone: [
+                { guard: 'emptyPlan', target: 'route', actions: 'applyEmptyPlan' },
+                { target: 'turn', actions: 'applyPlan' },
+              ],
+              onError: { target: 'exiting', actions: ['undoPlan', 'failWith'] },
             },
           },
           /** One run of the turn's agent, until it has settled and onAgentEvents returned. */

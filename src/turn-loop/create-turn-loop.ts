@@ -8,10 +8,10 @@ import { createActor, fromCallback, fromPromise, type EventObject } from 'xstate
 import { CancelMode } from '../../machines/cancel-request.js';
 import {
   turnLoopMachine,
-  type GenerateInput,
   type LoadedCheckpoint,
   type LoopTimerInput,
-  type PrepareInput,
+  type PlanInput,
+  type PlannedTurn,
   type PreemptSpec,
   type PushDecision,
   type PushToken,
@@ -305,7 +305,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
     }
   };
 
-  const plan = async (input: GenerateInput, signal: AbortSignal): Promise<TurnPlan> => {
+  const generate = async (input: PlanInput, signal: AbortSignal): Promise<TurnPlan> => {
     if (input.kind === 'input') {
       const answer = await config.genInput(input.items as TItem[], {
         turnId: input.turnId,
@@ -432,19 +432,22 @@ export function createTurnLoop<TItem, TInput = unknown>(
         if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
           error = undefined; // the loop handles its turns' cancellations itself
         }
+        let cancelError: TurnCancelledError | undefined;
         const ending: TurnEnding = {
           status: outcome.status,
           error,
-          cancelError:
-            outcome.status === 'CANCELLED'
-              ? new TurnCancelledError(
-                  current.id,
-                  turnId,
-                  outcome.cause,
-                  outcome.reason,
-                  outcome.escalated,
-                )
-              : undefined,
+          // Built on first read: a preempted turn (the common case) never needs it, and an
+          // error captures a stack trace.
+          get cancelError() {
+            if (outcome.status !== 'CANCELLED') return undefined;
+            return (cancelError ??= new TurnCancelledError(
+              current.id,
+              turnId,
+              outcome.cause,
+              outcome.reason,
+              outcome.escalated,
+            ));
+          },
           agentState: current.safePointState,
           preemptContributed,
           endedByHandler,
@@ -495,11 +498,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
           turnSeq: checkpoint.loop.context.turnSeq,
         };
       }),
-      generate: fromPromise<TurnPlan, GenerateInput>(({ input, signal }) => plan(input, signal)),
-      prepare: fromPromise<unknown, PrepareInput>(async ({ input, signal }) => {
-        const agent: unknown = await config.prepareAgent(input.consumed as TItem[], {
+      plan: fromPromise<PlannedTurn, PlanInput>(async ({ input, signal }) => {
+        const plan = await generate(input, signal);
+        if (plan.consumed.length === 0) return { plan, agent: undefined };
+        const agent: unknown = await config.prepareAgent(plan.consumed as TItem[], {
           turnId: input.turnId,
-          resume: input.resume,
+          resume: input.kind === 'resume',
           signal,
         });
         if (
@@ -512,7 +516,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
             'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
           );
         }
-        return agent;
+        return { plan, agent };
       }),
       turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) =>
         runTurn(input, sendBack, receive),

@@ -11,8 +11,8 @@ import {
   preemptCancelRequest,
   stopCancelRequest,
   turnLoopMachine,
-  type GenerateInput,
-  type PrepareInput,
+  type PlanInput,
+  type PlannedTurn,
   type StopCall,
   type TurnCancelCommand,
   type TurnLoopEvent,
@@ -88,11 +88,11 @@ function stubbed() {
   const settled: number[] = [];
   const machine = turnLoopMachine.provide({
     actors: {
-      generate: fromPromise<TurnPlan, GenerateInput>(() =>
-        Promise.resolve({ input: 'in', consumed: ['a'], remaining: [], dropped: [] }),
-      ),
-      prepare: fromPromise<unknown, PrepareInput>(() =>
-        Promise.resolve({ execute: () => undefined }),
+      plan: fromPromise<PlannedTurn, PlanInput>(() =>
+        Promise.resolve({
+          plan: { input: 'in', consumed: ['a'], remaining: [], dropped: [] } satisfies TurnPlan,
+          agent: { execute: () => undefined },
+        }),
       ),
       turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) => {
         receive((command) => commands.push(command));

@@ -3,7 +3,8 @@
  *
  * - Every event the machine knows, with payloads computed from the snapshot: pushes of named
  *   items (plain or with a preempt), `run`, stops of each mode, the idle clock, and the outputs
- *   and errors of its invoked logic (checkpoint load, genInput, prepareAgent, save, delete), and
+ *   and errors of its invoked logic (checkpoint load, planning = genInput then prepareAgent,
+ *   save, delete), and
  *   the endings of a turn.
  * - Composed with the runtime's synchronous answer (`withReactions`): a turn's run is created and
  *   reported (`turn.started`) as soon as the `turn` logic is invoked.
@@ -21,7 +22,7 @@ import {
   type TurnEnding,
   type TurnLoopEvent,
   type TurnLoopInput,
-  type TurnPlan,
+  type PlannedTurn,
 } from '../../machines/turn-loop.machine.js';
 import { TurnCancelledError } from '../../src/index.js';
 import { getEnvironment, getStatePaths, withReactions } from '../../src/testing/index.js';
@@ -48,8 +49,7 @@ const initialEnv: LoopEnv = { now: 0, pushes: 0, acks: 0, preempt: 'none', stop:
 
 const invoke = {
   load: 'xstate.done.actor.0.turnLoop.loop.loading',
-  generate: 'xstate.done.actor.0.turnLoop.loop.planning.generating',
-  prepare: 'xstate.done.actor.0.turnLoop.loop.planning.preparing',
+  plan: 'xstate.done.actor.0.turnLoop.loop.planning',
   discard: 'xstate.done.actor.0.turnLoop.loop.discarding',
   save: 'xstate.done.actor.0.turnLoop.loop.exiting.saving',
   delete: 'xstate.done.actor.0.turnLoop.loop.exiting.deleting',
@@ -149,7 +149,7 @@ export const envOf = (snapshot: LoopSnapshot): LoopEnv =>
   getEnvironment<LoopEnv>(snapshot) ?? initialEnv;
 
 /** The plan genInput answers: the first offered item is consumed, or none. */
-function planFor(snapshot: LoopSnapshot, consume: boolean): TurnPlan {
+function planFor(snapshot: LoopSnapshot, consume: boolean): PlannedTurn {
   const turn = snapshot.context.turn;
   const offered =
     turn === undefined
@@ -158,8 +158,19 @@ function planFor(snapshot: LoopSnapshot, consume: boolean): TurnPlan {
         ? [...(turn.resume?.interrupted ?? []), ...(turn.resume?.unhandled ?? []), ...turn.taken]
         : [...turn.takenRequeued, ...turn.taken];
   return consume
-    ? { input: offered[0], consumed: offered.slice(0, 1), remaining: offered.slice(1), dropped: [] }
-    : { input: undefined, consumed: [], remaining: offered, dropped: [] };
+    ? {
+        plan: {
+          input: offered[0],
+          consumed: offered.slice(0, 1),
+          remaining: offered.slice(1),
+          dropped: [],
+        },
+        agent: 'agent',
+      }
+    : {
+        plan: { input: undefined, consumed: [], remaining: offered, dropped: [] },
+        agent: undefined,
+      };
 }
 
 const ending = (
@@ -235,11 +246,14 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
     done(invoke.load, checkpoints.between, 'between-turns checkpoint loaded'),
     done(invoke.load, checkpoints.mid, 'mid-turn checkpoint loaded'),
     error(invoke.load, 'load failed'),
-    done(invoke.generate, planFor(snapshot, true), 'genInput consumes one'),
-    done(invoke.generate, planFor(snapshot, false), 'genInput consumes none'),
-    { ...error(invoke.generate, 'genInput throws'), error: planError } as LoopStep,
-    done(invoke.prepare, 'agent', 'agent prepared'),
-    error(invoke.prepare, 'prepareAgent throws'),
+    done(invoke.plan, planFor(snapshot, true), 'genInput consumes one, agent prepared'),
+    done(invoke.plan, planFor(snapshot, false), 'genInput consumes none'),
+    { ...error(invoke.plan, 'genInput throws'), error: planError } as LoopStep,
+    // genInput answers (the adapter needs its plan), then prepareAgent throws.
+    {
+      ...error(invoke.plan, 'prepareAgent throws'),
+      plan: planFor(snapshot, true).plan,
+    } as unknown as LoopStep,
     { type: 'turn.started', turnId, runId: RUN_ID, at: env.now, label: 'turn started' },
     { type: 'turn.failed', turnId, error: storeError, label: 'turn run not created' },
     ended(ending('COMPLETED', env), 'agent completes'),
@@ -289,8 +303,7 @@ export function loopEventIsRealizable(
         const type = (event as { type: string }).type;
         const name = type.replace('xstate.error.', 'xstate.done.');
         if (name === invoke.load) return at({ loop: 'loading' });
-        if (name === invoke.generate) return at({ loop: { planning: 'generating' } });
-        if (name === invoke.prepare) return at({ loop: { planning: 'preparing' } });
+        if (name === invoke.plan) return at({ loop: 'planning' });
         if (name === invoke.discard) return at({ loop: 'discarding' });
         if (name === invoke.save) return at({ loop: { exiting: 'saving' } });
         if (name === invoke.delete) return at({ loop: { exiting: 'deleting' } });

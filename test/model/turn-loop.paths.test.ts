@@ -182,20 +182,27 @@ function adapterFor(input: TurnLoopInput): PathAdapter<LoopSnapshot, LoopStep, L
             const get = take(system.store.get, 'a checkpoint read');
             if (ok) get.resolve(output === undefined ? undefined : encode(output as never));
             else get.reject(storeError);
-          } else if (type.endsWith('generating')) {
-            const plan = output as { input: unknown; consumed: string[]; remaining: string[] };
+          } else if (type.endsWith('loop.planning')) {
+            // One invocation: genInput's answer, then (if it consumed something) prepareAgent's.
+            const { plan } = (
+              ok ? output : { plan: (event as unknown as { plan?: unknown }).plan }
+            ) as { plan?: { input: unknown; consumed: string[]; remaining: string[] } };
             const answer = take(system.genInput, 'a genInput call');
-            if (ok)
+            if (plan === undefined) {
+              answer.reject(planError);
+            } else {
               answer.resolve({
                 input: plan.input,
                 consumed: plan.consumed,
                 remaining: plan.remaining,
               });
-            else answer.reject(planError);
-          } else if (type.endsWith('preparing')) {
-            const answer = take(system.prepare, 'a prepareAgent call');
-            if (ok) answer.resolve(agent);
-            else answer.reject(storeError);
+              if (plan.consumed.length > 0) {
+                await clock.flush();
+                const prepared = take(system.prepare, 'a prepareAgent call');
+                if (ok) prepared.resolve(agent);
+                else prepared.reject(storeError);
+              }
+            }
           } else if (type.endsWith('saving')) {
             const set = take(system.store.set, 'a checkpoint write');
             if (ok) set.resolve();
@@ -288,8 +295,7 @@ const coreLabels = new Set([
   'stop afterTurn',
   'stop graceful',
   'stop immediate',
-  'genInput consumes one',
-  'agent prepared',
+  'genInput consumes one, agent prepared',
   'agent completes',
   'agent fails',
   'agent unwinds',
