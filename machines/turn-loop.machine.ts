@@ -18,7 +18,7 @@
  *
  * The machine is pure: the world reaches it through logic the runtime supplies with
  * `turnLoopMachine.provide(...)`:
- * - actors `loadCheckpoint`, `generate` (genInput / genResume), `prepare` (prepareAgent),
+ * - actors `loadCheckpoint`, `plan` (genInput or genResume, then prepareAgent),
  *   `turn` (one run plus onAgentEvents), `saveCheckpoint`, `deleteCheckpoint`, `timer`
  *   (absolute time) and `idleClock` (relative: idleness restarts whenever the loop is idle);
  * - action `settleAcks` (resolve push acknowledgements).
@@ -112,7 +112,7 @@ export interface ResumeState {
   readonly agentState: unknown;
 }
 
-/** The plan of a turn, as `generate` answered it (already checked against the taken items). */
+/** The plan of a turn, as genInput or genResume answered it (checked against the taken items). */
 export interface TurnPlan {
   readonly input: unknown;
   readonly consumed: readonly unknown[];
