@@ -10,6 +10,7 @@ export default defineConfig({
     alias: [
       { find: /^runplane$/, replacement: source('./src/index.ts') },
       { find: /^runplane\/testing$/, replacement: source('./src/testing/index.ts') },
+      { find: /^runplane\/stores\/sqlite$/, replacement: source('./src/stores/sqlite/index.ts') },
     ],
   },
   test: {

@@ -1,5 +1,6 @@
 /**
- * `npm run bench [suite]`: runs the benchmarks in one process, writes bench/results.json and
+ * `npm run bench [suite]`: runs the benchmarks in one process, writes bench/results.json (one
+ * suite: bench/results-<suite>.json, so a full run's file is never cut down to one suite) and
  * prints two markdown tables: each runplane figure beside its target, and the peers side by
  * side (p50, p99, ratios to runplane and to bare XState). Never part of `npm test`.
  *
@@ -62,7 +63,8 @@ const results = {
   figures,
   rows,
 };
-writeFileSync(join(import.meta.dirname, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+const file = only === undefined ? 'results.json' : `results-${only}.json`;
+writeFileSync(join(import.meta.dirname, file), `${JSON.stringify(results, null, 2)}\n`);
 
 const status = (f: Figure): string =>
   Number.isNaN(f.value) ? 'pending' : f.meets ? 'meets' : 'short';

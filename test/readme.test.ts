@@ -24,6 +24,7 @@ describe('README', () => {
     ['## Embedding', 'readme-embedding.ts'],
     ['## Agents: models, tools, approvals, hints', 'readme-agents.ts'],
     ['## Testing your agents', 'readme-testing.ts'],
+    ['## TurnLoop: push, preempt, stop, resume', 'readme-turn-loop.ts'],
   ])(
     'the example under "%s" runs as written and prints what the README says',
     async (heading, name) => {

@@ -237,7 +237,7 @@ const prepareSchema = z.strictObject({
 });
 
 const sessionKeySchema = z.object({ ownerId: nonEmptyString, sessionId: nonEmptyString });
-const shutdownSchema = z.object({ graceMs: durationMs.optional() });
+const shutdownSchema = z.strictObject({ graceMs: durationMs.optional() });
 
 const keyOf = (ownerId: string, sessionId: string) => toSessionKeyString({ ownerId, sessionId });
 

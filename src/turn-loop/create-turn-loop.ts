@@ -61,7 +61,7 @@ const isFunction = (value: unknown): boolean => typeof value === 'function';
 const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
 
 const configSchema = z
-  .object({
+  .strictObject({
     runtime: z.custom<unknown>(
       (value) =>
         typeof value === 'object' &&
@@ -144,7 +144,10 @@ const needsPreempt = (options: PreemptOptions, ctx: z.RefinementCtx) => {
 };
 
 const pushSchema = z
-  .object({ ...preemptShape, strategy: fn('a function (turn) => preempt options').optional() })
+  .strictObject({
+    ...preemptShape,
+    strategy: fn('a function (turn) => preempt options').optional(),
+  })
   .superRefine((options, ctx) => {
     needsPreempt(options, ctx);
     if (
@@ -171,12 +174,17 @@ const strategyAnswerSchema = z.object({
         !isFunction((answer as { then?: unknown }).then),
       { error: 'preempt options or undefined, answered synchronously (not a promise)' },
     )
-    .pipe(z.looseObject(preemptShape).superRefine(needsPreempt)),
+    // A `strategy` in the answer is ignored (Eino's semantics); any other unknown key is a typo.
+    .pipe(
+      z
+        .strictObject({ ...preemptShape, strategy: z.unknown().optional() })
+        .superRefine(needsPreempt),
+    ),
 });
 
 const stopModes = ['afterTurn', 'graceful', 'immediate'] as const;
 const stopSchema = z
-  .object({
+  .strictObject({
     mode: z.enum(stopModes, { error: `one of ${stopModes.join(', ')}` }).optional(),
     graceMs: durationMs.optional(),
     idleForMs: durationMs.optional(),

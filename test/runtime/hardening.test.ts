@@ -230,6 +230,11 @@ describe('hardening', () => {
     expect(() =>
       runtime.prepare({ ...owner, agent: gatedAgent().agent, input: 1, timeOutMs: 5 } as never),
     ).toThrow('INVALID_ARGUMENT: unknown option `timeOutMs` (a typo?)');
+    // A shutdown whose grace is misspelled would cancel at once: refused, the runtime runs on.
+    expect(() => runtime.shutdown({ graceMS: 5 } as never)).toThrow(
+      expect.objectContaining({ field: 'graceMS' }),
+    );
+    expect(run.status).toBe('CREATED');
     expect(() => createTestRuntime({ clock: {} as never })).toThrow(
       expect.objectContaining({ field: 'clock' }),
     );

@@ -46,6 +46,8 @@ describe('TurnLoop config and options', () => {
     expect(field({ ...base, checkpointId: 'c' })).toBe('store');
     expect(field({ ...base, store: { get() {}, set() {}, delete() {} } })).toBe('checkpointId');
     expect(field({ ...base, requeuePreempted: 'yes' })).toBe('requeuePreempted');
+    // A typo is caught, not silently dropped (a loop that would never checkpoint).
+    expect(field({ ...base, checkpointID: 'c' })).toBe('checkpointID');
   });
 
   it('hands every loop transition to an inspect observer', async () => {
@@ -90,9 +92,13 @@ describe('TurnLoop config and options', () => {
     expect(field(() => loop.push(undefined as unknown as string))).toBe('item');
     expect(field(() => loop.stop({ mode: 'immediate', graceMs: 5 }))).toBe('graceMs');
     expect(field(() => loop.stop({ mode: 'later' as 'graceful' }))).toBe('mode');
+    // Typos: a push without its preempt, a stop that would commit in afterTurn mode.
+    expect(field(() => loop.push('x', { preemt: 1 } as object))).toBe('preemt');
+    expect(field(() => loop.stop({ grace: 10 } as object))).toBe('grace');
+    expect(loop.push('still open').accepted).toBe(true); // the bad stop did not stop the loop
     loop.stop();
     const exit = await loop.wait();
-    expect(exit.unhandledItems).toEqual([]);
+    expect(exit.unhandledItems).toEqual(['still open']); // none of the refused ones
   });
 });
 
@@ -153,12 +159,17 @@ describe('TurnLoop push strategies', () => {
     expect(() =>
       loop.push('z', { strategy: () => Promise.resolve({ preempt: 1 }) as never }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'strategy()' }));
+    expect(() => loop.push('t', { strategy: () => ({ preemt: 1 }) as never })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'strategy().preemt' }),
+    );
+    // A strategy in the answer is ignored (Eino): no preempt, the item is buffered.
+    expect(loop.push('s', { strategy: () => ({ strategy: () => undefined }) }).accepted).toBe(true);
     stepped.last().safePoint('afterChatModel');
     await flush();
     expect(stepped.last().done).toBe(false); // nothing was preempted
     loop.stop({ mode: 'immediate' });
     const exit = await loop.wait();
-    expect(exit.unhandledItems).toEqual([]);
+    expect(exit.unhandledItems).toEqual(['s']);
     expect(exit.takeLateItems()).toEqual([]);
   });
 });
