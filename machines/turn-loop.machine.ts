@@ -495,10 +495,16 @@ const loopSetup = setup({
       };
     }),
 
-    /** The run could not be created: the consumed items go back to the front of the buffer. */
+    /**
+     * The run could not be created: takes back what the plan did (its `remaining` items at the
+     * front of the buffer, its `dropped` ones), so that `undoPlan` puts every taken item back in
+     * push order. Only pushes (appended at the end) can have happened since the plan.
+     */
     unstartTurn: assign(({ context }) => {
-      const consumed = context.turn?.plan?.consumed ?? [];
-      return { buffer: [...consumed, ...context.buffer] };
+      const plan = context.turn?.plan;
+      if (plan === undefined) return {};
+      context.dropped.splice(context.dropped.length - plan.dropped.length, plan.dropped.length);
+      return { buffer: context.buffer.slice(plan.remaining.length) };
     }),
 
     endTurnUnstarted: assign(({ event }) => {
@@ -596,11 +602,15 @@ const loopSetup = setup({
       'output' in event && (event.output as PlannedTurn).plan.consumed.length === 0,
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
-    resumedTurnSucceeded: ({ context, event }) =>
+    /**
+     * A turn succeeded while the loaded checkpoint is still stored: the checkpoint is used up
+     * (mid-turn: the resume ran; between-turns: its items are being consumed, the rest are in the
+     * buffer), and left in the store it would offer consumed items again after an error exit.
+     */
+    loadedCheckpointUsed: ({ context, event }) =>
       event.type === 'turn.ended' &&
       event.ending.status === 'COMPLETED' &&
       event.ending.error === undefined &&
-      context.turn?.kind === 'resume' &&
       context.checkpoint.loaded,
     mustSave: ({ context }) =>
       context.ran &&
@@ -981,7 +991,7 @@ export const turnLoopMachine = effectsSetup
             on: {
               'turn.ended': [
                 {
-                  guard: 'resumedTurnSucceeded',
+                  guard: 'loadedCheckpointUsed',
                   target: 'discarding',
                   actions: 'endTurn',
                 },
@@ -989,11 +999,11 @@ export const turnLoopMachine = effectsSetup
               ],
               'turn.failed': {
                 target: 'exiting',
-                actions: ['unstartTurn', 'endTurnUnstarted', 'releaseTurn'],
+                actions: ['unstartTurn', 'endTurnUnstarted', 'undoPlan'],
               },
             },
           },
-          /** A resumed turn succeeded: its checkpoint is deleted before anything else happens. */
+          /** The first turn after a load succeeded: the checkpoint is deleted before anything else. */
           discarding: {
             invoke: {
               src: 'deleteCheckpoint',

@@ -40,6 +40,7 @@ import { createMemorySessionStore } from '../stores/memory-session-store.js';
 import type { SessionStore } from '../stores/session-store.js';
 import { durationMs, nonEmptyString, parseOptions, withMethods } from '../validation.js';
 import { RunSlots } from './run-slots.js';
+import { guardInspect } from '../guard-inspect.js';
 import type { RuntimeCore } from './runtime-core.js';
 
 /** Options of {@link createRuntime}. Every field is optional. */
@@ -171,6 +172,11 @@ export interface Runtime {
    */
   onEvent(listener: (event: RunplaneEvent, key: SessionKey) => void): () => void;
   /**
+   * Hands an error that must not escape (a throwing listener or inspector, a failing store
+   * write) to the `reportError` option (default: `console.error`). Never throws.
+   */
+  reportError(error: unknown): void;
+  /**
    * Stops gracefully: refuses new runs, cancels CREATED and QUEUED runs (cause `shutdown`),
    * interrupts RUNNING ones, waits `graceMs`, cancels what is left, stops every actor.
    *
@@ -281,7 +287,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       console.error('[runplane] reportError threw', reporterError, 'while reporting', error);
     }
   };
-  const inspect = options.inspect;
+  // A throwing inspector is reported; it must not fail a run or session actor mid-transition.
+  const inspect = guardInspect(options.inspect, reportError);
 
   const liveRuns = new Map<string, AgentRun<unknown>>();
   const strategyOf = new Map<string, { strategy: SessionStrategy; graceMs: number }>();
@@ -793,6 +800,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    reportError,
     shutdown,
   };
 }

@@ -63,7 +63,9 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Refuses what JSON would silently turn into `null` or drop from an array (a function, a
- * symbol, `undefined` as an array element): an item saved that way would come back changed.
+ * symbol, `undefined` as an array element, `NaN` or ±`Infinity`): an item saved that way would
+ * come back changed. (An object property whose value is `undefined` is left out, as JSON does;
+ * reading it back gives `undefined` again.)
  */
 function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
   const kind = typeof value;
@@ -72,12 +74,18 @@ function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
       `expected JSON values only, got ${value === undefined ? 'undefined' : `a ${kind}`} at ${JSON.stringify(key)}`,
     );
   }
+  if (kind === 'number' && !Number.isFinite(value)) {
+    throw new TypeError(
+      `expected JSON values only, got ${String(value)} at ${JSON.stringify(key)} (JSON writes it as null)`,
+    );
+  }
   return value;
 }
 
 /**
  * The default {@link CheckpointCodec}: JSON, UTF-8. Encoding throws (the save fails with
- * `STORE_FAILED`) for a value JSON cannot hold: a function, a symbol, a bigint, a cycle.
+ * `STORE_FAILED`) for a value JSON cannot hold: a function, a symbol, a bigint, `NaN`,
+ * ±`Infinity`, a cycle.
  */
 export const jsonCheckpointCodec: CheckpointCodec = {
   encode: (checkpoint) => encoder.encode(JSON.stringify(checkpoint, strictJsonValue)),

@@ -32,6 +32,7 @@ import {
   TurnCancelledError,
   isCancellation,
 } from '../errors.js';
+import { guardInspect } from '../guard-inspect.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent } from '../run/agent.js';
 import type { AgentRun } from '../run/agent-run.js';
@@ -250,12 +251,13 @@ function toDurableSnapshot(persisted: unknown): PersistedLoopSnapshot {
  * its `TurnCancelledError`. Stricter than Eino: the buffer is closed before it is taken at
  * exit; every accepted item ends in exactly one of consumed, `droppedItems`,
  * `unhandledItems`, `interruptedItems`; every refused one in `takeLateItems()`; stop beats
- * preempt when both hit a turn; a pending resume is saved again on an early exit; a consumed
- * checkpoint is deleted after the resumed turn succeeds.
+ * preempt when both hit a turn; a pending resume is saved again on an early exit; a loaded
+ * checkpoint is deleted once the first turn after it succeeds, so an error exit later never
+ * offers its consumed items again.
  *
  * Checkpoints (with `store` + `checkpointId`): saved on a stop-caused exit that leaves items
  * or an interrupted turn, unless `skipCheckpoint`; never on an error exit; the loaded
- * checkpoint is deleted on a clean exit that saves nothing. A loop that never ran never
+ * checkpoint is also deleted on a clean exit that saves nothing. A loop that never ran never
  * touches the store. Every timer runs on `runtime.clock`.
  *
  * @param config - {@link TurnLoopConfig}
@@ -436,7 +438,10 @@ export function createTurnLoop<TItem, TInput = unknown>(
       void Promise.all([handled, current.termination]).then(([handlerError, outcome]) => {
         turns.delete(turnId);
         let error = handlerError;
-        if (!customHandler && outcome.status === 'FAILED') error = outcome.error;
+        if (!customHandler && outcome.status === 'FAILED') {
+          // An agent may throw anything; a nullish throw must still end the loop as a failure.
+          error = outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
+        }
         if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
           error = undefined; // the loop handles its turns' cancellations itself
         }
@@ -475,6 +480,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
         });
         run.start();
       } catch (error) {
+        // A run prepared but not started would stay registered: it never runs now.
+        if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+          cancelNow(run, 'its turn could not start');
+        }
+        run = undefined;
         send({ type: 'turn.failed', turnId, error });
         return;
       }
@@ -507,6 +517,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
         };
       }),
       plan: fromPromise<PlannedTurn, PlanInput>(async ({ input, signal }) => {
+        // XState starts this inside the loop step that entered planning: hop out of it first, so
+        // genInput runs outside any step, as prepareAgent does (it may push, for instance).
+        await resolved;
         const plan = await generate(input, signal);
         if (plan.consumed.length === 0) return { plan, agent: undefined };
         const agent: unknown = await config.prepareAgent(plan.consumed as TItem[], {
@@ -573,10 +586,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
     },
   });
 
+  // A throwing inspector is reported; inside a loop step it would fail the loop actor.
+  const inspect = guardInspect(config.inspect, (error) => runtime.reportError(error));
   const actor = createActor(machine, {
     input: { hasStore: store !== undefined, requeuePreempted: config.requeuePreempted ?? false },
     clock,
-    ...(config.inspect === undefined ? {} : { inspect: config.inspect }),
+    ...(inspect === undefined ? {} : { inspect }),
   });
 
   const finish = (exit: TurnLoopExit<TItem>) => {
@@ -610,16 +625,21 @@ export function createTurnLoop<TItem, TInput = unknown>(
     },
     error(error) {
       // A defect inside the machine: report it as the exit, never as an unhandled rejection.
+      // Every item is placed once: a planned turn's remaining items are back in the buffer and
+      // its consumed ones are interrupted; an unplanned turn's taken items are still unhandled.
       const { context } = actor.getSnapshot();
+      const turn = context.turn;
+      const plan = turn?.plan;
+      const resume = context.resume ?? (plan === undefined ? turn?.resume : undefined);
       finish({
         exitReason: error,
         unhandledItems: [
-          ...(context.resume?.unhandled ?? []),
-          ...(context.turn?.taken ?? []),
+          ...(resume?.unhandled ?? []),
+          ...(plan === undefined ? [...(turn?.takenRequeued ?? []), ...(turn?.taken ?? [])] : []),
           ...context.requeued,
           ...context.buffer,
         ] as TItem[],
-        interruptedItems: (context.resume?.interrupted ?? []) as TItem[],
+        interruptedItems: [...(resume?.interrupted ?? []), ...(plan?.consumed ?? [])] as TItem[],
         droppedItems: [...context.dropped] as TItem[],
         stopCause: context.stop?.cause,
         checkpointAttempted: context.checkpoint.attempted,

@@ -71,6 +71,24 @@ describe('TurnLoop checkpoints', () => {
     expect(await inner.get({}, 'c')).toEqual(corrupt);
   });
 
+  it('a loaded between-turns checkpoint is deleted once a turn after it succeeds: an error exit later offers nothing again', async () => {
+    const { store, inner, calls } = spyStore();
+    await inner.set({}, 'c', encode(envelope())); // unhandled old-1, old-2; turnSeq 4
+    const { loop, stepped, genInputCalls } = createTestLoop({ store, checkpointId: 'c' });
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 5 started');
+    expect(genInputCalls[0]).toMatchObject({ turnId: 'turn-5', items: ['old-1', 'old-2'] });
+    stepped.last().finish(); // turn-5 consumed old-1 and succeeded
+    await until(() => stepped.executions.length === 2, 'turn 6 started');
+    expect(calls).toEqual(['get', 'delete']);
+    expect(await inner.get({}, 'c')).toBeUndefined();
+    stepped.last().fail(new Error('model down')); // turn-6 (old-2) fails: an error exit
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ message: 'model down' });
+    expect(calls).toEqual(['get', 'delete']); // nothing saved on an error exit
+    expect(await inner.get({}, 'c')).toBeUndefined(); // a restart does not run old-1 again
+  });
+
   it('an unknown version or a wrong shape is CHECKPOINT_CORRUPT', () => {
     const cases: Array<[unknown, RegExp]> = [
       [envelope({ version: 2 }), /unknown version 2/],
@@ -306,6 +324,8 @@ describe('TurnLoop checkpoints', () => {
     ['a function', () => 1],
     ['a symbol', Symbol('x')],
     ['a bigint', 10n],
+    ['NaN', { score: Number.NaN }],
+    ['Infinity', [1, Number.POSITIVE_INFINITY]],
   ])(
     'an item JSON cannot hold (%s) fails the save with STORE_FAILED (encode), never silently',
     async (_name, item) => {

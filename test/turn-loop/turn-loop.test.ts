@@ -72,6 +72,30 @@ describe('TurnLoop config and options', () => {
     expect(loopValues.at(-1)).toEqual({ loop: 'exited', stop: 'closed' });
   });
 
+  it('an inspector (of the loop or of the runtime) that throws is reported and breaks nothing', async () => {
+    const bug = new Error('inspector bug');
+    const throwing = () => {
+      throw bug;
+    };
+    const { loop, stepped, reported } = createTestLoop(
+      { inspect: throwing },
+      { inspect: { next: throwing } },
+    );
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    expect(loop.push('b', { preempt: CancelMode.AnySafePoint }).accepted).toBe(true);
+    stepped.last().safePoint('afterChatModel');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    stepped.last().finish();
+    loop.stop();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.unhandledItems).toEqual([]);
+    expect(reported.length).toBeGreaterThan(10);
+    expect(reported.every((error) => error === bug)).toBe(true);
+  });
+
   it('refuses bad push options with INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop } = createTestLoop();
     const field = (run: () => unknown) => {
@@ -219,6 +243,34 @@ describe('TurnLoop re-entrant pushes', () => {
     const exit = await loop.wait();
     expect(exit.unhandledItems).toEqual([]);
     expect(exit.takeLateItems()).toEqual([]);
+  });
+
+  it('genInput and prepareAgent run outside any loop step, so they may push (for a later turn)', async () => {
+    let pushedFromCallbacks = false;
+    const turns: string[] = [];
+    const { loop, stepped } = createTestLoop({
+      genInput: (items) => {
+        if (items[0] === 'a') loop.push('from genInput');
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+      prepareAgent: (consumed) => {
+        turns.push(...consumed);
+        if (consumed[0] === 'a') pushedFromCallbacks = loop.push('from prepareAgent').accepted;
+        return stepped.agent;
+      },
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    expect(pushedFromCallbacks).toBe(true);
+    stepped.last().finish();
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    stepped.last().finish();
+    await until(() => stepped.executions.length === 3, 'turn 3 started');
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+    expect(turns).toEqual(['a', 'from genInput', 'from prepareAgent']);
   });
 
   it('listeners on turn.preempted and runtime event listeners run outside the loop step, so they may push', async () => {
@@ -425,6 +477,22 @@ describe('TurnLoop callbacks', () => {
     expect((await lenient.loop.wait()).exitReason).toBeUndefined();
   });
 
+  it.each([undefined, null])(
+    'an agent that throws %s still fails the loop (default onAgentEvents)',
+    async (thrown) => {
+      const { loop, stepped } = createTestLoop();
+      loop.push('a');
+      loop.push('b');
+      loop.run();
+      await until(() => stepped.executions.length === 1, 'turn started');
+      stepped.last().fail(thrown);
+      const exit = await loop.wait();
+      expect(exit.exitReason).toBeInstanceOf(Error);
+      expect(String(exit.exitReason)).toContain(`threw ${String(thrown)}`);
+      expect(exit.unhandledItems).toEqual(['b']);
+    },
+  );
+
   it('onAgentEvents returning or throwing an error ends the loop with it', async () => {
     const handlerError = new Error('bad event');
     const { loop, stepped } = createTestLoop({
@@ -486,5 +554,26 @@ describe('TurnLoop callbacks', () => {
     expect(exit.exitReason).toMatchObject({ code: 'SHUTTING_DOWN' });
     expect(exit.unhandledItems).toEqual(['a', 'b']);
     expect(exit.interruptedItems).toEqual([]);
+  });
+
+  it('when the run cannot be created, the plan is undone: every item back in push order, none dropped', async () => {
+    const { loop, runtime } = createTestLoop({
+      // Consumes the second item, keeps the first, drops the third.
+      genInput: (items) => ({
+        input: items[1],
+        consumed: items.slice(1, 2),
+        remaining: items.slice(0, 1),
+      }),
+      prepareAgent: async () => {
+        await runtime.shutdown({ graceMs: 0 });
+        return steppedAgent().agent;
+      },
+    });
+    for (const item of ['a', 'b', 'c']) loop.push(item);
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ code: 'SHUTTING_DOWN' });
+    expect(exit.unhandledItems).toEqual(['a', 'b', 'c']);
+    expect(exit.droppedItems).toEqual([]);
   });
 });
