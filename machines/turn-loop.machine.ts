@@ -5,7 +5,7 @@
  *
  * @remarks
  * Two parallel regions:
- * - `loop`: `idle → loading → planning → turn (starting → running)
+ * - `loop`: `idle → loading → turn (planning → running)
  *   → next turn | waiting | exiting → exited`;
  * - `stop`: `open → idleWaiting → committed → closed`. Once `committed` the buffer is closed:
  *   every later push is refused (a late item). `committed` is also entered on an error exit,
@@ -18,8 +18,8 @@
  *
  * The machine is pure: the world reaches it through logic the runtime supplies with
  * `turnLoopMachine.provide(...)`:
- * - actors `loadCheckpoint`, `plan` (genInput or genResume, then prepareAgent),
- *   `turn` (one run plus onAgentEvents), `saveCheckpoint`, `deleteCheckpoint`, `timer`
+ * - actors `loadCheckpoint`, `turn` (genInput or genResume, then prepareAgent, then one run
+ *   plus onAgentEvents), `saveCheckpoint`, `deleteCheckpoint`, `timer`
  *   (absolute time) and `idleClock` (relative: idleness restarts whenever the loop is idle);
  * - action `settleAcks` (resolve push acknowledgements).
  * A cancel reaches the running turn as a `turn.cancel` command sent to the invoked `turn`
@@ -125,16 +125,15 @@ export interface TurnRecord {
   readonly turnId: string;
   /** `resume`: planned by genResume from a mid-turn checkpoint. */
   readonly kind: 'input' | 'resume';
-  readonly phase: 'planning' | 'starting' | 'running';
+  readonly phase: 'planning' | 'running';
   /** Buffer items taken for planning, in push order. */
   readonly taken: readonly unknown[];
   /** Preempted items handed to genInput as `preemptedItems` (with `requeuePreempted`). */
   readonly takenRequeued: readonly unknown[];
   /** For a resume: the pending resume, restored if the plan is undone. */
   readonly resume: ResumeState | undefined;
+  /** Set when the turn's run has started (the plan arrives with `turn.started`). */
   readonly plan: TurnPlan | undefined;
-  /** The agent prepareAgent returned (opaque to the machine). */
-  readonly agent: unknown;
   readonly runId: string | undefined;
   /** Preempts pushed before the run started, merged; delivered at `turn.started`. */
   readonly pendingPreempt: CancelRequestDraft | undefined;
@@ -263,8 +262,12 @@ export type TurnLoopEvent =
   | { type: 'loop.stop'; at: number; call: StopCall }
   | { type: 'loop.preempt_due'; id: number }
   | { type: 'loop.idle_due' }
-  | { type: 'turn.started'; turnId: string; runId: string; at: number }
+  /** The turn was planned and its run started, in one step (there is no window between). */
+  | { type: 'turn.started'; turnId: string; runId: string; at: number; plan: TurnPlan }
+  /** genInput (or genResume) consumed nothing: no run. */
+  | { type: 'turn.skipped'; turnId: string; plan: TurnPlan }
   | { type: 'turn.ended'; turnId: string; ending: TurnEnding }
+  /** Planning failed (genInput, genResume or prepareAgent threw) or the run could not start. */
   | { type: 'turn.failed'; turnId: string; error: unknown };
 
 /** What a loaded, validated checkpoint brings into the loop. */
@@ -277,10 +280,10 @@ export interface LoadedCheckpoint {
 }
 
 /**
- * Input of the `plan` logic: genInput for `input`, genResume for `resume`; then prepareAgent
- * with what the plan consumed (`resume` tells it the turn resumes a mid-turn checkpoint).
+ * Input of the `turn` logic: plan with genInput (`input`) or genResume (`resume`), then
+ * prepareAgent with what the plan consumed, then start one run and follow it to settlement.
  */
-export type PlanInput =
+export type TurnInput =
   | {
       readonly kind: 'input';
       readonly turnId: string;
@@ -295,21 +298,6 @@ export type PlanInput =
       readonly newItems: readonly unknown[];
       readonly agentState: unknown;
     };
-
-/** Output of the `plan` logic. */
-export interface PlannedTurn {
-  readonly plan: TurnPlan;
-  /** The agent prepareAgent returned (opaque to the machine); not asked for an empty plan. */
-  readonly agent: unknown;
-}
-
-/** Input of the `turn` logic: start one run and follow it to settlement. */
-export interface TurnInput {
-  readonly turnId: string;
-  readonly agent: unknown;
-  readonly input: unknown;
-  readonly consumed: readonly unknown[];
-}
 
 /** Input of the `saveCheckpoint` logic. */
 export interface SaveCheckpointInput {
@@ -435,12 +423,10 @@ const loopSetup = setup({
     /** Placeholder: reads and validates the checkpoint; `undefined` when there is none. */
     loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(() => Promise.resolve(undefined)),
     /**
-     * Placeholder: genInput or genResume, its answer checked against the items, then
-     * prepareAgent(consumed) unless the plan consumed nothing. One invocation for both: a turn
-     * is planned in one step of the loop.
+     * Placeholder: plans the turn (genInput or genResume, checked against the items, then
+     * prepareAgent) and starts its run, answering `turn.started` (with the plan), `turn.skipped`
+     * (nothing consumed) or `turn.failed`; then `turn.ended` once the run has settled.
      */
-    plan: fromPromise<PlannedTurn, PlanInput>(() => Promise.reject(new Error('plan not provided'))),
-    /** Placeholder: starts the turn's run, answers `turn.started`, then `turn.ended` or `turn.failed`. */
     turn: fromCallback<TurnCancelCommand, TurnInput>(() => undefined),
     saveCheckpoint: fromPromise<void, SaveCheckpointInput>(() => Promise.resolve()),
     deleteCheckpoint: fromPromise<void>(() => Promise.resolve()),
@@ -468,7 +454,6 @@ const loopSetup = setup({
         takenRequeued: context.resume === undefined ? context.requeued : [],
         resume: context.resume,
         plan: undefined,
-        agent: undefined,
         runId: undefined,
         pendingPreempt: undefined,
         waitingAcks: [],
@@ -483,40 +468,13 @@ const loopSetup = setup({
       };
     }),
 
-    /** The plan is final: remaining items go back to the front of the buffer, dropped are reported. */
+    /** The turn's run started with this plan: remaining items go back to the front of the buffer, dropped are reported. */
     applyPlan: assign(({ context, event }) => {
       const turn = context.turn;
-      if (turn === undefined || !('output' in event)) return {};
-      const { plan, agent } = event.output as PlannedTurn;
+      if (turn === undefined || event.type !== 'turn.started') return {};
+      const { plan } = event;
       context.dropped.push(...plan.dropped);
-      return {
-        buffer: [...plan.remaining, ...context.buffer],
-        turn: { ...turn, phase: 'starting' as const, plan, agent },
-      };
-    }),
-
-    /**
-     * The run could not be created: takes back what the plan did (its `remaining` items at the
-     * front of the buffer, its `dropped` ones), so that `undoPlan` puts every taken item back in
-     * push order. Only pushes (appended at the end) can have happened since the plan.
-     */
-    unstartTurn: assign(({ context }) => {
-      const plan = context.turn?.plan;
-      if (plan === undefined) return {};
-      context.dropped.splice(context.dropped.length - plan.dropped.length, plan.dropped.length);
-      return { buffer: context.buffer.slice(plan.remaining.length) };
-    }),
-
-    endTurnUnstarted: assign(({ event }) => {
-      if (event.type !== 'turn.failed') return {};
-      return {
-        ending: {
-          cause: 'error' as const,
-          reason: event.error,
-          interrupted: [],
-          agentState: undefined,
-        },
-      };
+      return { buffer: [...plan.remaining, ...context.buffer], turn: { ...turn, plan } };
     }),
 
     mergeCheckpoint: assign(({ context, event }) => {
@@ -598,8 +556,6 @@ const loopSetup = setup({
     isIdleStop: ({ event }) => event.type === 'loop.stop' && event.call.idleForMs !== undefined,
     loopIsWaiting: stateIn({ loop: 'waiting' }),
     loopExited: stateIn({ loop: 'exited' }),
-    emptyPlan: ({ event }) =>
-      'output' in event && (event.output as PlannedTurn).plan.consumed.length === 0,
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
     /**
@@ -797,8 +753,8 @@ export const turnLoopMachine = effectsSetup
       applyEmptyPlan: effectsSetup.createAction(
         enqueueActions(({ context, event, enqueue }) => {
           const turn = context.turn;
-          if (turn === undefined || !('output' in event)) return;
-          const { plan } = event.output as PlannedTurn;
+          if (turn === undefined || event.type !== 'turn.skipped') return;
+          const { plan } = event;
           context.dropped.push(...plan.dropped);
           enqueue.assign({ buffer: [...plan.remaining, ...context.buffer] });
           enqueue('releaseTurn');
@@ -922,7 +878,7 @@ export const turnLoopMachine = effectsSetup
             always: [
               { guard: 'endsLoop', target: 'exiting' },
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'planning' },
+              { guard: 'hasWork', target: 'turn' },
               { target: 'waiting' },
             ],
           },
@@ -930,16 +886,20 @@ export const turnLoopMachine = effectsSetup
           waiting: {
             always: [
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'planning' },
+              { guard: 'hasWork', target: 'turn' },
             ],
           },
-          /** genInput (or genResume), then prepareAgent: one invocation. A stop undoes the plan. */
-          planning: {
+          /**
+           * One turn: planned (genInput or genResume, then prepareAgent), then one run of its
+           * agent, until the run has settled and onAgentEvents returned. One invocation does it
+           * all and reports the plan with the run's start, in one step.
+           */
+          turn: {
             entry: 'startPlan',
-            always: { guard: 'closed', target: 'exiting', actions: ['undoPlan', 'stopEnding'] },
             invoke: {
-              src: 'plan',
-              input: ({ context }): PlanInput => {
+              id: 'turn',
+              src: 'turn',
+              input: ({ context }): TurnInput => {
                 const turn = context.turn as TurnRecord;
                 return turn.kind === 'resume'
                   ? {
@@ -957,49 +917,39 @@ export const turnLoopMachine = effectsSetup
                       preemptedItems: turn.takenRequeued,
                     };
               },
-              onDone: [
-                { guard: 'emptyPlan', target: 'route', actions: 'applyEmptyPlan' },
-                { target: 'turn', actions: 'applyPlan' },
-              ],
-              onError: { target: 'exiting', actions: ['undoPlan', 'failWith'] },
             },
-          },
-          /** One run of the turn's agent, until it has settled and onAgentEvents returned. */
-          turn: {
-            invoke: {
-              id: 'turn',
-              src: 'turn',
-              input: ({ context }): TurnInput => ({
-                turnId: context.turn?.turnId ?? '',
-                agent: context.turn?.agent,
-                input: context.turn?.plan?.input,
-                consumed: context.turn?.plan?.consumed ?? [],
-              }),
-            },
-            initial: 'starting',
+            initial: 'planning',
             states: {
-              starting: {
+              /** A stop undoes the plan: the taken items go back where they were, in order. */
+              planning: {
+                always: {
+                  guard: 'closed',
+                  target: '#turnLoop.loop.exiting',
+                  actions: ['undoPlan', 'stopEnding'],
+                },
                 on: {
                   'turn.started': {
                     target: 'running',
-                    actions: ['recordRunStart', 'cancelForStop'],
+                    actions: ['applyPlan', 'recordRunStart', 'cancelForStop'],
+                  },
+                  'turn.skipped': { target: '#turnLoop.loop.route', actions: 'applyEmptyPlan' },
+                  'turn.failed': {
+                    target: '#turnLoop.loop.exiting',
+                    actions: ['undoPlan', 'failWith'],
                   },
                 },
               },
-              running: {},
-            },
-            on: {
-              'turn.ended': [
-                {
-                  guard: 'loadedCheckpointUsed',
-                  target: 'discarding',
-                  actions: 'endTurn',
+              running: {
+                on: {
+                  'turn.ended': [
+                    {
+                      guard: 'loadedCheckpointUsed',
+                      target: '#turnLoop.loop.discarding',
+                      actions: 'endTurn',
+                    },
+                    { target: '#turnLoop.loop.route', actions: 'endTurn' },
+                  ],
                 },
-                { target: 'route', actions: 'endTurn' },
-              ],
-              'turn.failed': {
-                target: 'exiting',
-                actions: ['unstartTurn', 'endTurnUnstarted', 'undoPlan'],
               },
             },
           },

@@ -10,8 +10,6 @@ import {
   turnLoopMachine,
   type LoadedCheckpoint,
   type LoopTimerInput,
-  type PlanInput,
-  type PlannedTurn,
   type PreemptSpec,
   type PushDecision,
   type PushToken,
@@ -315,12 +313,15 @@ export function createTurnLoop<TItem, TInput = unknown>(
     }
   };
 
-  const generate = async (input: PlanInput, signal: AbortSignal): Promise<TurnPlan> => {
+  /** genInput or genResume, its answer checked against the offered items. */
+  const generate = async (input: TurnInput, planning: LazyAbortController): Promise<TurnPlan> => {
     if (input.kind === 'input') {
       const answer = await config.genInput(input.items as TItem[], {
         turnId: input.turnId,
         preemptedItems: input.preemptedItems as TItem[],
-        signal,
+        get signal() {
+          return planning.signal;
+        },
       });
       return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
     }
@@ -329,7 +330,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
       const answer = await config.genInput(offered as TItem[], {
         turnId: input.turnId,
         preemptedItems: [],
-        signal,
+        get signal() {
+          return planning.signal;
+        },
       });
       return partitionItems(answer, offered, 'genInput');
     }
@@ -339,9 +342,37 @@ export function createTurnLoop<TItem, TInput = unknown>(
       unhandled: input.unhandled as TItem[],
       newItems: input.newItems as TItem[],
       agentState: input.agentState,
-      signal,
+      get signal() {
+        return planning.signal;
+      },
     });
     return partitionItems(answer, offered, 'genResume');
+  };
+
+  /** prepareAgent(consumed), its answer checked. */
+  const prepare = async (
+    input: TurnInput,
+    consumed: readonly unknown[],
+    planning: LazyAbortController,
+  ): Promise<Agent<unknown, unknown>> => {
+    const agent: unknown = await config.prepareAgent(consumed as TItem[], {
+      turnId: input.turnId,
+      resume: input.kind === 'resume',
+      get signal() {
+        return planning.signal;
+      },
+    });
+    if (
+      typeof agent !== 'object' ||
+      agent === null ||
+      !isFunction((agent as { execute?: unknown }).execute)
+    ) {
+      throw new InvalidArgumentError(
+        'prepareAgent()',
+        'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
+      );
+    }
+    return agent as Agent<unknown, unknown>;
   };
 
   const cancelNow = (run: AgentRun<unknown>, reason: string) =>
@@ -354,11 +385,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
     });
 
   /**
-   * Runs one turn: starts its run, feeds onAgentEvents, reports when both are done.
+   * Runs one turn: plans it (genInput or genResume, then prepareAgent), starts its run and
+   * reports both in one `turn.started`, feeds onAgentEvents, reports when both are done.
    *
-   * The run is created one microtask after the step that entered the turn, so that code it
-   * triggers synchronously (runtime event listeners) never runs inside a loop step; preempts
-   * and stops that arrive meanwhile are delivered at `turn.started`.
+   * Planning starts one microtask after the step that entered the turn, so that user code never
+   * runs inside a loop step (it may push). Preempts that arrive while planning are delivered at
+   * `turn.started`; a stop undoes the plan (the loop leaves the turn and stops this logic).
    */
   const runTurn = (
     input: TurnInput,
@@ -390,11 +422,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
       }
     });
 
-    const follow = (current: AgentRun<unknown>) => {
+    const follow = (current: AgentRun<unknown>, plan: TurnPlan) => {
       const context: TurnContext<TItem> = {
         turnId,
         runId: current.id,
-        consumed: input.consumed as readonly TItem[],
+        consumed: plan.consumed as readonly TItem[],
         get preempted() {
           return preempted.signal;
         },
@@ -406,7 +438,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         },
       };
       turns.set(turnId, context);
-      send({ type: 'turn.started', turnId, runId: current.id, at: clock.now() });
+      send({ type: 'turn.started', turnId, runId: current.id, at: clock.now(), plan });
 
       const customHandler = config.onAgentEvents !== undefined;
       const handled: Promise<unknown> = Promise.resolve()
@@ -469,30 +501,47 @@ export function createTurnLoop<TItem, TInput = unknown>(
       });
     };
 
-    queueMicrotask(() => {
-      if (!live) return;
-      try {
-        run = runtime.prepare({
-          ownerId,
-          sessionId,
-          agent: input.agent as Agent<unknown, unknown>,
-          input: input.input,
-        });
-        run.start();
-      } catch (error) {
-        // A run prepared but not started would stay registered: it never runs now.
-        if (run !== undefined && !terminalRunStatuses.has(run.status)) {
-          cancelNow(run, 'its turn could not start');
+    // The signal genInput and prepareAgent get: aborted when the loop leaves the turn while it
+    // is being planned (a stop); built only if read.
+    const planning = new LazyAbortController();
+    let planned = false;
+    const planTurn = async () => {
+      await resolved; // out of the loop step that invoked this logic
+      const plan = await generate(input, planning);
+      if (plan.consumed.length === 0) return { plan, agent: undefined };
+      return { plan, agent: await prepare(input, plan.consumed, planning) };
+    };
+    void planTurn().then(
+      ({ plan, agent }) => {
+        planned = true;
+        if (!live) return;
+        if (agent === undefined) {
+          send({ type: 'turn.skipped', turnId, plan });
+          return;
         }
-        run = undefined;
+        try {
+          run = runtime.prepare({ ownerId, sessionId, agent, input: plan.input });
+          run.start();
+        } catch (error) {
+          // A run prepared but not started would stay registered: it never runs now.
+          if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+            cancelNow(run, 'its turn could not start');
+          }
+          run = undefined;
+          send({ type: 'turn.failed', turnId, error });
+          return;
+        }
+        follow(run, plan);
+      },
+      (error: unknown) => {
+        planned = true;
         send({ type: 'turn.failed', turnId, error });
-        return;
-      }
-      follow(run);
-    });
+      },
+    );
 
     return () => {
       live = false;
+      if (!planned) planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
       turns.delete(turnId);
       if (run !== undefined && !terminalRunStatuses.has(run.status)) {
         cancelNow(run, 'turn loop stopped');
@@ -515,29 +564,6 @@ export function createTurnLoop<TItem, TInput = unknown>(
           agentState: checkpoint.agentState,
           turnSeq: checkpoint.loop.context.turnSeq,
         };
-      }),
-      plan: fromPromise<PlannedTurn, PlanInput>(async ({ input, signal }) => {
-        // XState starts this inside the loop step that entered planning: hop out of it first, so
-        // genInput runs outside any step, as prepareAgent does (it may push, for instance).
-        await resolved;
-        const plan = await generate(input, signal);
-        if (plan.consumed.length === 0) return { plan, agent: undefined };
-        const agent: unknown = await config.prepareAgent(plan.consumed as TItem[], {
-          turnId: input.turnId,
-          resume: input.kind === 'resume',
-          signal,
-        });
-        if (
-          typeof agent !== 'object' ||
-          agent === null ||
-          !isFunction((agent as { execute?: unknown }).execute)
-        ) {
-          throw new InvalidArgumentError(
-            'prepareAgent()',
-            'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
-          );
-        }
-        return { plan, agent };
       }),
       turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) =>
         runTurn(input, sendBack, receive),

@@ -2,7 +2,7 @@
  * The TurnLoop machine on its own: pure helpers and transitions with stub logic (no runtime,
  * no clock, no agent).
  */
-import { createActor, fromCallback, fromPromise } from 'xstate';
+import { createActor, fromCallback } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
 import {
@@ -11,8 +11,6 @@ import {
   preemptCancelRequest,
   stopCancelRequest,
   turnLoopMachine,
-  type PlanInput,
-  type PlannedTurn,
   type StopCall,
   type TurnCancelCommand,
   type TurnLoopEvent,
@@ -88,19 +86,15 @@ function stubbed() {
   const settled: number[] = [];
   const machine = turnLoopMachine.provide({
     actors: {
-      plan: fromPromise<PlannedTurn, PlanInput>(() =>
-        Promise.resolve({
-          plan: { input: 'in', consumed: ['a'], remaining: [], dropped: [] } satisfies TurnPlan,
-          agent: { execute: () => undefined },
-        }),
-      ),
       turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) => {
         receive((command) => commands.push(command));
+        const plan: TurnPlan = { input: 'in', consumed: ['a'], remaining: [], dropped: [] };
         const started: TurnLoopEvent = {
           type: 'turn.started',
           turnId: input.turnId,
           runId: 'run-1',
           at: 0,
+          plan,
         };
         sendBack(started);
       }),

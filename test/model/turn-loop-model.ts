@@ -3,11 +3,9 @@
  *
  * - Every event the machine knows, with payloads computed from the snapshot: pushes of named
  *   items (plain or with a preempt), `run`, stops of each mode, the idle clock, and the outputs
- *   and errors of its invoked logic (checkpoint load, planning = genInput then prepareAgent,
- *   save, delete), and
- *   the endings of a turn.
- * - Composed with the runtime's synchronous answer (`withReactions`): a turn's run is created and
- *   reported (`turn.started`) as soon as the `turn` logic is invoked.
+ *   and errors of its invoked logic (checkpoint load, save, delete), and what the `turn` logic
+ *   reports: planned and started (genInput, then prepareAgent, then the run), skipped (genInput
+ *   consumed nothing), failed (genInput or prepareAgent threw), and how the run ended.
  * - An environment next to each snapshot says what reached the running turn's run (a preempt
  *   that contributed, a safe-point or immediate stop cancel), so that only turn endings the
  *   runtime can produce are generated, with the flags it would report.
@@ -22,7 +20,7 @@ import {
   type TurnEnding,
   type TurnLoopEvent,
   type TurnLoopInput,
-  type PlannedTurn,
+  type TurnPlan,
 } from '../../machines/turn-loop.machine.js';
 import { TurnCancelledError } from '../../src/index.js';
 import { getEnvironment, getStatePaths, withReactions } from '../../src/testing/index.js';
@@ -49,7 +47,6 @@ const initialEnv: LoopEnv = { now: 0, pushes: 0, acks: 0, preempt: 'none', stop:
 
 const invoke = {
   load: 'xstate.done.actor.0.turnLoop.loop.loading',
-  plan: 'xstate.done.actor.0.turnLoop.loop.planning',
   discard: 'xstate.done.actor.0.turnLoop.loop.discarding',
   save: 'xstate.done.actor.0.turnLoop.loop.exiting.saving',
   delete: 'xstate.done.actor.0.turnLoop.loop.exiting.deleting',
@@ -97,14 +94,8 @@ export const turnLoopModel: ActorLogic<LoopSnapshot, TurnLoopEvent, TurnLoopInpu
   LoopEnv
 >(
   turnLoopMachine,
-  (action, snapshot, env) => {
-    const params = action.params as { src?: unknown } | undefined;
-    if (action.type === 'xstate.spawnChild' && params?.src === 'turn') {
-      const turnId = snapshot.context.turn?.turnId ?? '';
-      return [{ type: 'turn.started', turnId, runId: RUN_ID, at: env.now }];
-    }
-    return undefined;
-  },
+  // The runtime answers nothing synchronously: the turn logic plans first, which the path drives.
+  () => undefined,
   {
     copy,
     environment: {
@@ -149,7 +140,7 @@ export const envOf = (snapshot: LoopSnapshot): LoopEnv =>
   getEnvironment<LoopEnv>(snapshot) ?? initialEnv;
 
 /** The plan genInput answers: the first offered item is consumed, or none. */
-function planFor(snapshot: LoopSnapshot, consume: boolean): PlannedTurn {
+function planFor(snapshot: LoopSnapshot, consume: boolean): TurnPlan {
   const turn = snapshot.context.turn;
   const offered =
     turn === undefined
@@ -158,19 +149,8 @@ function planFor(snapshot: LoopSnapshot, consume: boolean): PlannedTurn {
         ? [...(turn.resume?.interrupted ?? []), ...(turn.resume?.unhandled ?? []), ...turn.taken]
         : [...turn.takenRequeued, ...turn.taken];
   return consume
-    ? {
-        plan: {
-          input: offered[0],
-          consumed: offered.slice(0, 1),
-          remaining: offered.slice(1),
-          dropped: [],
-        },
-        agent: 'agent',
-      }
-    : {
-        plan: { input: undefined, consumed: [], remaining: offered, dropped: [] },
-        agent: undefined,
-      };
+    ? { input: offered[0], consumed: offered.slice(0, 1), remaining: offered.slice(1), dropped: [] }
+    : { input: undefined, consumed: [], remaining: offered, dropped: [] };
 }
 
 const ending = (
@@ -246,16 +226,29 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
     done(invoke.load, checkpoints.between, 'between-turns checkpoint loaded'),
     done(invoke.load, checkpoints.mid, 'mid-turn checkpoint loaded'),
     error(invoke.load, 'load failed'),
-    done(invoke.plan, planFor(snapshot, true), 'genInput consumes one, agent prepared'),
-    done(invoke.plan, planFor(snapshot, false), 'genInput consumes none'),
-    { ...error(invoke.plan, 'genInput throws'), error: planError } as LoopStep,
+    {
+      type: 'turn.started',
+      turnId,
+      runId: RUN_ID,
+      at: env.now,
+      plan: planFor(snapshot, true),
+      label: 'genInput consumes one, agent prepared, run started',
+    },
+    {
+      type: 'turn.skipped',
+      turnId,
+      plan: planFor(snapshot, false),
+      label: 'genInput consumes none',
+    },
+    { type: 'turn.failed', turnId, error: planError, label: 'genInput throws' },
     // genInput answers (the adapter needs its plan), then prepareAgent throws.
     {
-      ...error(invoke.plan, 'prepareAgent throws'),
-      plan: planFor(snapshot, true).plan,
-    } as unknown as LoopStep,
-    { type: 'turn.started', turnId, runId: RUN_ID, at: env.now, label: 'turn started' },
-    { type: 'turn.failed', turnId, error: storeError, label: 'turn run not created' },
+      type: 'turn.failed',
+      turnId,
+      error: storeError,
+      plan: planFor(snapshot, true),
+      label: 'prepareAgent throws',
+    } as LoopStep,
     ended(ending('COMPLETED', env), 'agent completes'),
     ended(ending('FAILED', env, turnError), 'agent fails'),
     ended(
@@ -288,9 +281,10 @@ export function loopEventIsRealizable(
       case 'loop.idle_due':
         return at({ stop: { idleWaiting: 'idle' } });
       case 'loop.preempt_due': // no delayed preempts in this model
-      case 'turn.started': // only as the runtime's answer to a new turn
-      case 'turn.failed': // runtime.prepare does not fail here
-        return false;
+      case 'turn.started':
+      case 'turn.skipped':
+      case 'turn.failed': // from planning (runtime.prepare does not fail here)
+        return at({ loop: { turn: 'planning' } });
       case 'turn.ended': {
         if (!at({ loop: { turn: 'running' } })) return false;
         const { status } = event.ending;
@@ -303,7 +297,6 @@ export function loopEventIsRealizable(
         const type = (event as { type: string }).type;
         const name = type.replace('xstate.error.', 'xstate.done.');
         if (name === invoke.load) return at({ loop: 'loading' });
-        if (name === invoke.plan) return at({ loop: 'planning' });
         if (name === invoke.discard) return at({ loop: 'discarding' });
         if (name === invoke.save) return at({ loop: { exiting: 'saving' } });
         if (name === invoke.delete) return at({ loop: { exiting: 'deleting' } });

@@ -166,6 +166,27 @@ function adapterFor(input: TurnLoopInput): PathAdapter<LoopSnapshot, LoopStep, L
         case 'loop.idle_due':
           await clock.advance(IDLE_MS);
           break;
+        case 'turn.started':
+        case 'turn.skipped':
+        case 'turn.failed': {
+          // The turn logic plans: genInput's answer, then (if it consumed something)
+          // prepareAgent's; the run then starts on its own.
+          const { plan } = event as unknown as {
+            plan?: { input: unknown; consumed: string[]; remaining: string[] };
+          };
+          const answer = take(system.genInput, 'a genInput call');
+          if (plan === undefined) {
+            answer.reject(planError);
+            break;
+          }
+          answer.resolve({ input: plan.input, consumed: plan.consumed, remaining: plan.remaining });
+          if (plan.consumed.length === 0) break;
+          await clock.flush();
+          const prepared = take(system.prepare, 'a prepareAgent call');
+          if (event.type === 'turn.started') prepared.resolve(agent);
+          else prepared.reject(storeError);
+          break;
+        }
         case 'turn.ended':
           if (event.label === 'agent completes' || event.label === 'agent unwinds') {
             agent.complete(runId(), 'done');
@@ -182,27 +203,6 @@ function adapterFor(input: TurnLoopInput): PathAdapter<LoopSnapshot, LoopStep, L
             const get = take(system.store.get, 'a checkpoint read');
             if (ok) get.resolve(output === undefined ? undefined : encode(output as never));
             else get.reject(storeError);
-          } else if (type.endsWith('loop.planning')) {
-            // One invocation: genInput's answer, then (if it consumed something) prepareAgent's.
-            const { plan } = (
-              ok ? output : { plan: (event as unknown as { plan?: unknown }).plan }
-            ) as { plan?: { input: unknown; consumed: string[]; remaining: string[] } };
-            const answer = take(system.genInput, 'a genInput call');
-            if (plan === undefined) {
-              answer.reject(planError);
-            } else {
-              answer.resolve({
-                input: plan.input,
-                consumed: plan.consumed,
-                remaining: plan.remaining,
-              });
-              if (plan.consumed.length > 0) {
-                await clock.flush();
-                const prepared = take(system.prepare, 'a prepareAgent call');
-                if (ok) prepared.resolve(agent);
-                else prepared.reject(storeError);
-              }
-            }
           } else if (type.endsWith('saving')) {
             const set = take(system.store.set, 'a checkpoint write');
             if (ok) set.resolve();
@@ -295,7 +295,7 @@ const coreLabels = new Set([
   'stop afterTurn',
   'stop graceful',
   'stop immediate',
-  'genInput consumes one, agent prepared',
+  'genInput consumes one, agent prepared, run started',
   'agent completes',
   'agent fails',
   'agent unwinds',
@@ -325,11 +325,12 @@ function designHandles(snapshot: LoopSnapshot, event: LoopStep): boolean {
       return at({ stop: { idleWaiting: 'idle' } });
     case 'loop.preempt_due': // handled at the root: a due preempt finds its turn or nothing
       return true;
-    case 'turn.started':
-      return at({ loop: { turn: 'starting' } });
-    case 'turn.ended':
+    case 'turn.started': // the plan and the run's start, reported together
+    case 'turn.skipped':
     case 'turn.failed':
-      return at({ loop: 'turn' });
+      return at({ loop: { turn: 'planning' } });
+    case 'turn.ended':
+      return at({ loop: { turn: 'running' } });
     default:
       return true;
   }
@@ -342,8 +343,7 @@ describe('turn-loop.machine: coverage', () => {
   });
 
   it('every state is reachable with events the runtime can produce', () => {
-    // `turn.starting` is left in the step that enters it: the run is created and reported at once.
-    expect(coverage.unreachableStates).toEqual(['loop.turn.starting']);
+    expect(coverage.unreachableStates).toEqual([]);
     expect(coverage.transientStates).toEqual(['loop.route', 'loop.exiting.deciding']);
   });
 
