@@ -192,7 +192,9 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
   /** The session the turns run in (one at a time, with the session's other runs). */
   readonly sessionId: string;
   /**
-   * Plans a turn from everything buffered (Eino's GenInput).
+   * Plans a turn from everything buffered (Eino's GenInput). Called outside any loop step (as
+   * `prepareAgent` is): it may push, and the item waits for a later turn. A stop while it runs
+   * aborts `info.signal` and puts the items back.
    *
    * @param items - the buffered items, in push order
    * @param info - turn id, re-offered preempted items, abort signal
