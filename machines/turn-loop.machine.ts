@@ -510,9 +510,9 @@ const loopSetup = setup({
       },
     })),
 
-    /** The loaded checkpoint was deleted. */
+    /** The loaded checkpoint was deleted (an earlier failure to delete it is over). */
     forgetLoaded: assign(({ context }) => ({
-      checkpoint: { ...context.checkpoint, loaded: false },
+      checkpoint: { ...context.checkpoint, loaded: false, error: undefined },
     })),
 
     stopEnding: assign(({ context }) => ({
@@ -559,15 +559,19 @@ const loopSetup = setup({
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
     /**
-     * A turn succeeded while the loaded checkpoint is still stored: the checkpoint is used up
-     * (mid-turn: the resume ran; between-turns: its items are being consumed, the rest are in the
-     * buffer), and left in the store it would offer consumed items again after an error exit.
+     * A turn consumed its items (it finished, was preempted, or its handler ended it) while the
+     * loaded checkpoint is still stored: the checkpoint is used up (mid-turn: the resume ran;
+     * between-turns: its items are being consumed, the rest are in the buffer), and left in the
+     * store it would offer consumed items again after an error exit. A turn that ends the loop
+     * (an error, a stop) leaves the store to the exit.
      */
-    loadedCheckpointUsed: ({ context, event }) =>
-      event.type === 'turn.ended' &&
-      event.ending.status === 'COMPLETED' &&
-      event.ending.error === undefined &&
-      context.checkpoint.loaded,
+    loadedCheckpointUsed: ({ context, event }) => {
+      if (event.type !== 'turn.ended' || !context.checkpoint.loaded) return false;
+      const { ending } = event;
+      if (ending.error !== undefined) return false;
+      if (ending.status !== 'CANCELLED' || ending.endedByHandler) return true;
+      return ending.preemptContributed && !context.closed;
+    },
     mustSave: ({ context }) =>
       context.ran &&
       context.settings.hasStore &&
@@ -953,12 +957,21 @@ export const turnLoopMachine = effectsSetup
               },
             },
           },
-          /** The first turn after a load succeeded: the checkpoint is deleted before anything else. */
+          /**
+           * The first turn after a load consumed its items: the checkpoint is deleted before
+           * anything else. A failing delete is reported as `checkpointError`, not as the exit
+           * reason; the loop goes on and tries again after its next turn, and at exit.
+           */
           discarding: {
             invoke: {
               src: 'deleteCheckpoint',
               onDone: { target: 'route', actions: 'forgetLoaded' },
-              onError: { target: 'exiting', actions: 'failWith' },
+              onError: {
+                target: 'route',
+                actions: assign(({ context, event }) => ({
+                  checkpoint: { ...context.checkpoint, error: event.error },
+                })),
+              },
             },
           },
           exiting: {

@@ -63,15 +63,21 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Refuses what JSON would silently turn into `null` or drop from an array (a function, a
- * symbol, `undefined` as an array element, `NaN` or ±`Infinity`): an item saved that way would
- * come back changed. (An object property whose value is `undefined` is left out, as JSON does;
- * reading it back gives `undefined` again.)
+ * symbol, `undefined` as an array element, `NaN` or ±`Infinity`) or into `{}` (a `Map`, a
+ * `Set`): an item saved that way would come back changed. (An object property whose value is
+ * `undefined` is left out, as JSON does, and reads back as `undefined`; a `Date` becomes its ISO
+ * string through its `toJSON`.)
  */
 function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
   const kind = typeof value;
   if (kind === 'function' || kind === 'symbol' || (value === undefined && Array.isArray(this))) {
     throw new TypeError(
       `expected JSON values only, got ${value === undefined ? 'undefined' : `a ${kind}`} at ${JSON.stringify(key)}`,
+    );
+  }
+  if (value instanceof Map || value instanceof Set) {
+    throw new TypeError(
+      `expected JSON values only, got a ${value instanceof Map ? 'Map' : 'Set'} at ${JSON.stringify(key)} (JSON writes it as {})`,
     );
   }
   if (kind === 'number' && !Number.isFinite(value)) {
@@ -85,7 +91,7 @@ function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
 /**
  * The default {@link CheckpointCodec}: JSON, UTF-8. Encoding throws (the save fails with
  * `STORE_FAILED`) for a value JSON cannot hold: a function, a symbol, a bigint, `NaN`,
- * ±`Infinity`, a cycle.
+ * ±`Infinity`, a `Map` or `Set`, a cycle.
  */
 export const jsonCheckpointCodec: CheckpointCodec = {
   encode: (checkpoint) => encoder.encode(JSON.stringify(checkpoint, strictJsonValue)),

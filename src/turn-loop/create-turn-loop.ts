@@ -250,8 +250,8 @@ function toDurableSnapshot(persisted: unknown): PersistedLoopSnapshot {
  * exit; every accepted item ends in exactly one of consumed, `droppedItems`,
  * `unhandledItems`, `interruptedItems`; every refused one in `takeLateItems()`; stop beats
  * preempt when both hit a turn; a pending resume is saved again on an early exit; a loaded
- * checkpoint is deleted once the first turn after it succeeds, so an error exit later never
- * offers its consumed items again.
+ * checkpoint is deleted once a turn after it has consumed its items (finished or preempted), so
+ * an error exit later never offers them again (a failing delete is `checkpointError`).
  *
  * Checkpoints (with `store` + `checkpointId`): saved on a stop-caused exit that leaves items
  * or an interrupted turn, unless `skipCheckpoint`; never on an error exit; the loaded
@@ -504,17 +504,21 @@ export function createTurnLoop<TItem, TInput = unknown>(
     // The signal genInput and prepareAgent get: aborted when the loop leaves the turn while it
     // is being planned (a stop); built only if read.
     const planning = new LazyAbortController();
-    let planned = false;
+    let planningDone = false;
+    // `undefined` once the loop has left the turn (a stop): no callback is called after that.
     const planTurn = async () => {
       await resolved; // out of the loop step that invoked this logic
+      if (!live) return undefined;
       const plan = await generate(input, planning);
+      if (!live) return undefined;
       if (plan.consumed.length === 0) return { plan, agent: undefined };
       return { plan, agent: await prepare(input, plan.consumed, planning) };
     };
     void planTurn().then(
-      ({ plan, agent }) => {
-        planned = true;
-        if (!live) return;
+      (result) => {
+        planningDone = true;
+        if (!live || result === undefined) return;
+        const { plan, agent } = result;
         if (agent === undefined) {
           send({ type: 'turn.skipped', turnId, plan });
           return;
@@ -531,17 +535,18 @@ export function createTurnLoop<TItem, TInput = unknown>(
           send({ type: 'turn.failed', turnId, error });
           return;
         }
-        follow(run, plan);
+        // Code run by start() (a custom store, an inspector) may have stopped the loop.
+        if (live) follow(run, plan);
       },
       (error: unknown) => {
-        planned = true;
+        planningDone = true;
         send({ type: 'turn.failed', turnId, error });
       },
     );
 
     return () => {
       live = false;
-      if (!planned) planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
+      if (!planningDone) planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
       turns.delete(turnId);
       if (run !== undefined && !terminalRunStatuses.has(run.status)) {
         cancelNow(run, 'turn loop stopped');

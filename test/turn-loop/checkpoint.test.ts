@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  CancelMode,
   CheckpointCorruptError,
   StoreFailedError,
   TurnCancelledError,
@@ -87,6 +88,22 @@ describe('TurnLoop checkpoints', () => {
     expect(exit.exitReason).toMatchObject({ message: 'model down' });
     expect(calls).toEqual(['get', 'delete']); // nothing saved on an error exit
     expect(await inner.get({}, 'c')).toBeUndefined(); // a restart does not run old-1 again
+  });
+
+  it('a preempted first turn after a load uses the checkpoint up too', async () => {
+    const { store, inner, calls } = spyStore();
+    await inner.set({}, 'c', encode(envelope())); // unhandled old-1, old-2
+    const { loop, stepped, prepared } = createTestLoop({ store, checkpointId: 'c' });
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 5 started');
+    loop.push('urgent', { preempt: CancelMode.AnySafePoint });
+    stepped.last().safePoint('afterToolCalls'); // old-1's turn is preempted: consumed
+    await until(() => stepped.executions.length === 2, 'turn 6 started');
+    expect(calls).toEqual(['get', 'delete']);
+    stepped.last().fail(new Error('model down')); // an error exit
+    await loop.wait();
+    expect(prepared.map((p) => p.consumed)).toEqual([['old-1'], ['old-2']]);
+    expect(await inner.get({}, 'c')).toBeUndefined(); // old-1 is not offered again
   });
 
   it('an unknown version or a wrong shape is CHECKPOINT_CORRUPT', () => {
@@ -237,22 +254,27 @@ describe('TurnLoop checkpoints', () => {
     expect(calls).toEqual(['get']);
   });
 
-  it('a failing delete of a consumed checkpoint ends the loop with STORE_FAILED', async () => {
-    const { store, inner } = spyStore({ delete: new Error('read-only') });
+  it('a failing delete of a used checkpoint is checkpointError, not the exit reason; the loop goes on and tries again', async () => {
+    const { store, inner, calls } = spyStore({ delete: new Error('read-only') });
     await inner.set(
       {},
       'c',
       encode(envelope({ kind: 'mid-turn', interrupted: ['i'], unhandled: [] })),
     );
-    const { loop, stepped } = createTestLoop({ store, checkpointId: 'c' });
+    const { loop, stepped, prepared } = createTestLoop({ store, checkpointId: 'c' });
     loop.push('n');
     loop.run();
     await until(() => stepped.executions.length === 1, 'resume turn started');
+    stepped.last().finish(); // the resume turn consumed 'i': the delete fails
+    await until(() => stepped.executions.length === 2, 'the loop went on');
     stepped.last().finish();
+    loop.stop(); // nothing left to save: the exit deletes the used checkpoint, and fails again
     const exit = await loop.wait();
-    expect(exit.exitReason).toMatchObject({ code: 'STORE_FAILED', operation: 'delete' });
-    expect(exit.unhandledItems).toEqual(['n']);
+    expect(prepared.map((p) => p.consumed)).toEqual([['i'], ['n']]);
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.checkpointError).toMatchObject({ code: 'STORE_FAILED', operation: 'delete' });
     expect(exit.checkpointAttempted).toBe(false);
+    expect(calls).toEqual(['get', 'delete', 'delete', 'delete']); // after each turn, at exit
   });
 
   it('a codec that cannot encode gives checkpointError STORE_FAILED (encode); a custom codec is used both ways', async () => {
@@ -326,6 +348,8 @@ describe('TurnLoop checkpoints', () => {
     ['a bigint', 10n],
     ['NaN', { score: Number.NaN }],
     ['Infinity', [1, Number.POSITIVE_INFINITY]],
+    ['a Map', { seen: new Map([['k', 1]]) }],
+    ['a Set', new Set(['x'])],
   ])(
     'an item JSON cannot hold (%s) fails the save with STORE_FAILED (encode), never silently',
     async (_name, item) => {

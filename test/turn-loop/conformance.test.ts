@@ -94,7 +94,7 @@ describe('TurnLoop conformance', () => {
   it('stop during genInput puts the taken items back in order', async () => {
     const gate = deferred();
     let signal: AbortSignal | undefined;
-    const { loop, stepped } = createTestLoop({
+    const { loop, stepped, prepared } = createTestLoop({
       genInput: async (items, info) => {
         signal = info.signal;
         await gate.promise;
@@ -115,6 +115,20 @@ describe('TurnLoop conformance', () => {
     expect(exit.unhandledItems).toEqual(['a', 'b', 'c', 'd']);
     expect(exit.droppedItems).toEqual([]);
     expect(stepped.executions).toHaveLength(0);
+    await flush();
+    expect(prepared).toEqual([]); // an abandoned plan goes no further: no prepareAgent
+  });
+
+  it('a stop in the same tick as run() calls neither genInput nor prepareAgent', async () => {
+    const { loop, genInputCalls, prepared } = createTestLoop();
+    loop.run();
+    loop.push('a');
+    loop.stop(); // the turn was entered; its planning had not begun
+    const exit = await loop.wait();
+    await flush();
+    expect(exit.unhandledItems).toEqual(['a']);
+    expect(genInputCalls).toEqual([]);
+    expect(prepared).toEqual([]);
   });
 
   it('preempt while idle cancels nothing and the item runs next turn', async () => {

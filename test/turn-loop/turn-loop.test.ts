@@ -96,6 +96,36 @@ describe('TurnLoop config and options', () => {
     expect(reported.every((error) => error === bug)).toBe(true);
   });
 
+  it('a stop from code that run.start() runs (an inspector) undoes the turn: onAgentEvents never sees it', async () => {
+    const handled: string[][] = [];
+    let stopOnStart = true;
+    const made = createTestLoop(
+      {
+        onAgentEvents: (turn) => {
+          handled.push([...turn.consumed]);
+          return undefined;
+        },
+      },
+      {
+        inspect: (event) => {
+          const type = (event as { event?: { type?: string } }).event?.type;
+          if (stopOnStart && event.type === '@xstate.event' && type === 'run.start') {
+            stopOnStart = false;
+            made.loop.stop({ mode: 'immediate' });
+          }
+        },
+      },
+    );
+    made.loop.push('a');
+    made.loop.run();
+    const exit = await made.loop.wait();
+    await flush();
+    expect(exit.unhandledItems).toEqual(['a']);
+    expect(exit.interruptedItems).toEqual([]);
+    expect(handled).toEqual([]);
+    expect(made.stepped.executions).toHaveLength(0); // the run was cancelled before its agent ran
+  });
+
   it('refuses bad push options with INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop } = createTestLoop();
     const field = (run: () => unknown) => {
