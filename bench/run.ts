@@ -1,13 +1,19 @@
 /**
- * `npm run bench [suite]`: runs the benchmarks in one process, writes bench/results.json (one
- * suite: bench/results-<suite>.json, so a full run's file is never cut down to one suite) and
- * prints two markdown tables: each runplane figure beside its target, and the peers side by
- * side (p50, p99, ratios to runplane and to bare XState). Never part of `npm test`.
+ * `npm run bench [suite]`: runs the benchmarks, writes bench/results.json (one suite:
+ * bench/results-<suite>.json, so a full run's file is never cut down to one suite) and prints
+ * two markdown tables: each runplane figure beside its target, and the peers side by side (p50,
+ * p99, ratios to runplane and to bare XState). Never part of `npm test`.
+ *
+ * A full run starts each suite in a Node process of its own (this script, with the suite's
+ * name), one after the other: a suite then never pays for the heap, the garbage or the loaded
+ * modules of the suites before it (the 1,000-session and peer workloads leave plenty).
  *
  * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, serve-latency,
  * serve-fanout, serve-sessions.
  */
-import { writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { memory, queueScaling, type Figure } from './core.bench.js';
@@ -39,9 +45,27 @@ const figures: Figure[] = [];
 const rows: PeerRow[] = [];
 const loadBefore = loadavg();
 const t0 = performance.now();
+const resultsFile = (name: string | undefined) =>
+  join(import.meta.dirname, name === undefined ? 'results.json' : `results-${name}.json`);
 for (const [name, suite] of suites) {
   if (only !== undefined && only !== name) continue;
   process.stderr.write(`bench: ${name}…\n`);
+  if (only === undefined) {
+    // A fresh process per suite; it writes results-<name>.json, read back here.
+    const child = spawnSync(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), name],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+    if (child.status !== 0) throw new Error(`bench suite ${name} failed (exit ${child.status})`);
+    const done = JSON.parse(readFileSync(resultsFile(name), 'utf8')) as {
+      figures: Figure[];
+      rows: PeerRow[];
+    };
+    figures.push(...done.figures);
+    rows.push(...done.rows);
+    continue;
+  }
   const result = await suite();
   if (Array.isArray(result)) figures.push(...result);
   else if ('rows' in result) {
@@ -63,8 +87,7 @@ const results = {
   figures,
   rows,
 };
-const file = only === undefined ? 'results.json' : `results-${only}.json`;
-writeFileSync(join(import.meta.dirname, file), `${JSON.stringify(results, null, 2)}\n`);
+writeFileSync(resultsFile(only), `${JSON.stringify(results, null, 2)}\n`);
 
 const status = (f: Figure): string =>
   Number.isNaN(f.value) ? 'pending' : f.meets ? 'meets' : 'short';
