@@ -172,6 +172,11 @@ export interface TurnEnding {
   /** Whether a preempt of this loop contributed to the run's cancel request. */
   readonly preemptContributed: boolean;
   /**
+   * Whether the run's agent was ever invoked. A run cancelled while it still waited in its
+   * session (behind a run that is not the loop's) consumed nothing.
+   */
+  readonly agentStarted: boolean;
+  /**
    * onAgentEvents returned before the run ended and nothing else had cancelled it, so the loop
    * cancelled the run itself: the turn counts as finished.
    */
@@ -570,7 +575,7 @@ const loopSetup = setup({
       const { ending } = event;
       if (ending.error !== undefined) return false;
       if (ending.status !== 'CANCELLED' || ending.endedByHandler) return true;
-      return ending.preemptContributed && !context.closed;
+      return ending.preemptContributed && ending.agentStarted && !context.closed;
     },
     mustSave: ({ context }) =>
       context.ran &&
@@ -810,7 +815,10 @@ export const turnLoopMachine = effectsSetup
                 },
               });
             } else if (ending.preemptContributed) {
-              if (context.settings.requeuePreempted) {
+              if (!ending.agentStarted) {
+                // Preempted while it waited in its session: no agent saw the items.
+                enqueue.assign({ buffer: [...consumed, ...context.buffer] });
+              } else if (context.settings.requeuePreempted) {
                 enqueue.assign({ requeued: [...context.requeued, ...consumed] });
               }
             } else {

@@ -212,6 +212,14 @@ export class AgentRun<TOutput = unknown> implements RunContextHost {
     return this.#startCalled;
   }
 
+  /**
+   * Whether the agent was ever invoked: false for a run that ended before RUNNING (cancelled
+   * while CREATED or QUEUED, or timed out in the queue).
+   */
+  get agentStarted(): boolean {
+    return this.#actor.getSnapshot().context.executor !== 'idle';
+  }
+
   /** The state the agent passed to its latest `ctx.safePoint(kind, state)`. */
   get safePointState(): unknown {
     return this.#safePointState;

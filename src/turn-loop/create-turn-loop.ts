@@ -495,6 +495,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
           },
           agentState: current.safePointState,
           preemptContributed,
+          agentStarted: current.agentStarted,
           endedByHandler,
         };
         send({ type: 'turn.ended', turnId, ending });

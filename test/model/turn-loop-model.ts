@@ -166,6 +166,7 @@ const ending = (
       : undefined,
   agentState: undefined,
   preemptContributed: env.preempt === 'contributed',
+  agentStarted: true, // the model's turn runs at once: its session has no other run
   endedByHandler: false,
 });
 

@@ -126,6 +126,33 @@ describe('TurnLoop config and options', () => {
     expect(made.stepped.executions).toHaveLength(0); // the run was cancelled before its agent ran
   });
 
+  it('a turn preempted while its run still waited in the session (behind another run) gives its items back', async () => {
+    const { loop, runtime, stepped, prepared } = createTestLoop();
+    const gate = deferred();
+    const other = runtime.prepare({
+      ownerId: 'u1',
+      sessionId: 's1', // the loop's session: its turns queue behind this run
+      agent: { execute: async () => gate.promise },
+      input: 0,
+    });
+    other.start();
+    loop.push('a');
+    loop.run();
+    await until(() => prepared.length === 1, 'turn 1 planned');
+    await flush();
+    loop.push('urgent', { preempt: CancelMode.AnySafePoint }); // cancels the queued run at once
+    await until(() => prepared.length === 2, 'turn 2 planned');
+    gate.resolve();
+    await until(() => stepped.executions.length === 1, 'an agent ran');
+    stepped.last().finish();
+    await until(() => stepped.executions.length === 2, 'the next agent ran');
+    stepped.last().finish();
+    loop.stop();
+    const exit = await loop.wait();
+    expect(prepared.map((p) => p.consumed)).toEqual([['a'], ['a'], ['urgent']]);
+    expect(exit.unhandledItems).toEqual([]);
+  });
+
   it('refuses bad push options with INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop } = createTestLoop();
     const field = (run: () => unknown) => {
