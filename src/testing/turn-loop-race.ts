@@ -497,10 +497,14 @@ function commands(): fc.Arbitrary<Command>[] {
     .map(
       (s) =>
         new Stop({
-          mode: s.mode,
           skipCheckpoint: s.skipCheckpoint,
-          ...(s.mode === 'graceful' && s.graceMs !== undefined ? { graceMs: s.graceMs } : {}),
-          ...(s.idleForMs === undefined ? {} : { idleForMs: s.idleForMs }),
+          // An idle stop takes no mode or grace: no turn runs when it commits.
+          ...(s.idleForMs === undefined
+            ? {
+                mode: s.mode,
+                ...(s.mode === 'graceful' && s.graceMs !== undefined ? { graceMs: s.graceMs } : {}),
+              }
+            : { idleForMs: s.idleForMs }),
           ...(s.cause === undefined ? {} : { cause: s.cause }),
         }),
     );

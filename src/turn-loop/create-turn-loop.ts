@@ -198,6 +198,19 @@ const stopSchema = z
     ) {
       ctx.addIssue({ code: 'custom', path: ['graceMs'], message: "used with mode 'graceful'" });
     }
+    // An idle stop commits only when no turn runs: a mode or a grace would never apply, and
+    // merged into a later stop they would cancel a turn that stop meant to let finish.
+    if (options.idleForMs !== undefined) {
+      for (const field of ['mode', 'graceMs'] as const) {
+        if (options[field] !== undefined && !(field === 'mode' && options.mode === 'afterTurn')) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [field],
+            message: 'not used with `idleForMs` (an idle stop commits when no turn runs)',
+          });
+        }
+      }
+    }
   });
 
 const toSpec = (options: PreemptOptions): PreemptSpec | undefined =>

@@ -143,7 +143,9 @@ export interface StopOptions {
   readonly graceMs?: number;
   /**
    * Stop only once the loop has been idle (no turn, nothing to plan) for this many ms; a push
-   * restarts the clock. A later `stop()` without `idleForMs` commits at once.
+   * restarts the clock. A later `stop()` without `idleForMs` commits at once. Not used with
+   * `graceMs` or a `mode` other than `'afterTurn'` (`INVALID_ARGUMENT`): no turn runs when an
+   * idle stop commits.
    */
   readonly idleForMs?: number;
   /** Why the loop stops; the first non-empty cause wins (`exit.stopCause`). */

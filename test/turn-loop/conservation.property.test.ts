@@ -156,13 +156,17 @@ describe('TurnLoop item conservation (fast-check)', () => {
                 }
                 break;
               case 'stop':
-                loop.stop({
-                  mode: s.mode,
-                  ...(s.mode === 'graceful' && s.graceMs !== undefined
-                    ? { graceMs: s.graceMs }
-                    : {}),
-                  ...(s.idleForMs === undefined ? {} : { idleForMs: s.idleForMs }),
-                });
+                loop.stop(
+                  // An idle stop takes no mode or grace: no turn runs when it commits.
+                  s.idleForMs === undefined
+                    ? {
+                        mode: s.mode,
+                        ...(s.mode === 'graceful' && s.graceMs !== undefined
+                          ? { graceMs: s.graceMs }
+                          : {}),
+                      }
+                    : { idleForMs: s.idleForMs },
+                );
                 break;
               case 'tick':
                 clock.increment(s.ms);

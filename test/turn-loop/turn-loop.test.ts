@@ -173,6 +173,9 @@ describe('TurnLoop config and options', () => {
     expect(field(() => loop.push(undefined as unknown as string))).toBe('item');
     expect(field(() => loop.stop({ mode: 'immediate', graceMs: 5 }))).toBe('graceMs');
     expect(field(() => loop.stop({ mode: 'later' as 'graceful' }))).toBe('mode');
+    // An idle stop has no turn to cancel: a mode or a grace with it is refused.
+    expect(field(() => loop.stop({ idleForMs: 50, mode: 'immediate' }))).toBe('mode');
+    expect(field(() => loop.stop({ idleForMs: 50, graceMs: 5 }))).toBe('graceMs');
     // Typos: a push without its preempt, a stop that would commit in afterTurn mode.
     expect(field(() => loop.push('x', { preemt: 1 } as object))).toBe('preemt');
     expect(field(() => loop.stop({ grace: 10 } as object))).toBe('grace');
