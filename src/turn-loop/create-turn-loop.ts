@@ -498,13 +498,20 @@ export function createTurnLoop<TItem, TInput = unknown>(
           // error captures a stack trace.
           get cancelError() {
             if (outcome.status !== 'CANCELLED') return undefined;
-            return (cancelError ??= new TurnCancelledError(
+            if (cancelError !== undefined) return cancelError;
+            // Read by the loop when it ends: a closed loop counts the cancel as its stop's (stop
+            // beats preempt), so the error says so, with the stop's merged cause.
+            const { closed, stop } = actor.getSnapshot().context;
+            const stopReason =
+              stop?.cause === undefined ? 'turn loop stopped' : `turn loop stopped: ${stop.cause}`;
+            cancelError = new TurnCancelledError(
               current.id,
               turnId,
-              outcome.cause,
-              outcome.reason,
+              closed && outcome.cause !== 'timeout' ? 'cancel' : outcome.cause,
+              closed ? stopReason : outcome.reason,
               outcome.escalated,
-            ));
+            );
+            return cancelError;
           },
           agentState: current.safePointState,
           preemptContributed,

@@ -57,15 +57,21 @@ describe('TurnLoop: stricter than Eino', () => {
       let urgent;
       if (order === 'preempt, then stop') {
         urgent = loop.push('urgent', { preempt: CancelMode.AnySafePoint });
-        loop.stop({ mode: 'graceful' });
+        loop.stop({ mode: 'graceful', cause: '' });
       } else {
-        loop.stop({ mode: 'graceful' });
+        loop.stop({ mode: 'graceful', cause: '' });
         urgent = loop.push('urgent', { preempt: CancelMode.AnySafePoint });
       }
+      loop.stop({ cause: 'deploy' }); // the first non-empty cause
       await urgent.ack;
       turn.safePoint('afterChatModel'); // both requests are pending here: one cancel lands
       const exit = await loop.wait();
       expect(exit.exitReason, order).toBeInstanceOf(TurnCancelledError);
+      // The exit reason tells the stop's story, with its cause, whichever request landed.
+      expect(exit.exitReason, order).toMatchObject({
+        cancelCause: 'cancel',
+        reason: 'turn loop stopped: deploy',
+      });
       expect(exit.interruptedItems, order).toEqual(['a']);
       expect(genInputCalls, order).toHaveLength(1); // the loop did not go on to a next turn
       if (order === 'preempt, then stop') {
