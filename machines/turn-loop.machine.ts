@@ -360,11 +360,15 @@ export function mergeStop(
   };
 }
 
+/** Why a stop cancels: `turn loop stopped`, with the stop's cause when it has one. */
+export function stopReason(stop: StopRequest | undefined): string {
+  return stop?.cause === undefined ? 'turn loop stopped' : `turn loop stopped: ${stop.cause}`;
+}
+
 /** The cancel a committed stop sends to the running turn, or `undefined` for `afterTurn`. */
 export function stopCancelRequest(stop: StopRequest): CancelRequest | undefined {
   if (stop.mode === 'afterTurn') return undefined;
-  const reason =
-    stop.cause === undefined ? 'turn loop stopped' : `turn loop stopped: ${stop.cause}`;
+  const reason = stopReason(stop);
   return stop.mode === 'immediate'
     ? {
         mode: CancelMode.Immediate,

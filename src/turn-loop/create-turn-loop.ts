@@ -7,6 +7,7 @@
 import { createActor, fromCallback, fromPromise, type EventObject } from 'xstate';
 import { CancelMode } from '../../machines/cancel-request.js';
 import {
+  stopReason,
   turnLoopMachine,
   type LoadedCheckpoint,
   type LoopTimerInput,
@@ -502,13 +503,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
             // Read by the loop when it ends: a closed loop counts the cancel as its stop's (stop
             // beats preempt), so the error says so, with the stop's merged cause.
             const { closed, stop } = actor.getSnapshot().context;
-            const stopReason =
-              stop?.cause === undefined ? 'turn loop stopped' : `turn loop stopped: ${stop.cause}`;
             cancelError = new TurnCancelledError(
               current.id,
               turnId,
               closed && outcome.cause !== 'timeout' ? 'cancel' : outcome.cause,
-              closed ? stopReason : outcome.reason,
+              closed ? stopReason(stop) : outcome.reason,
               outcome.escalated,
             );
             return cancelError;
