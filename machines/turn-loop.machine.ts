@@ -486,6 +486,29 @@ const loopSetup = setup({
       return { buffer: [...plan.remaining, ...context.buffer], turn: { ...turn, plan } };
     }),
 
+    /**
+     * Puts everything the turn took back where it was, in push order, as if it had never been
+     * planned: its taken items at the front of the buffer, its re-offered preempted items, its
+     * pending resume. An applied plan (the run started) is taken back first: its `remaining`
+     * items left the front of the buffer and its `dropped` ones the end of `dropped` (only pushes,
+     * appended at the end, can have happened since).
+     */
+    unplanTurn: assign(({ context }) => {
+      const turn = context.turn;
+      if (turn === undefined) return {};
+      let buffer = context.buffer;
+      if (turn.plan !== undefined) {
+        const { remaining, dropped } = turn.plan;
+        context.dropped.splice(context.dropped.length - dropped.length, dropped.length);
+        buffer = buffer.slice(remaining.length);
+      }
+      return {
+        buffer: [...turn.taken, ...buffer],
+        requeued: [...turn.takenRequeued, ...context.requeued],
+        resume: turn.resume,
+      };
+    }),
+
     mergeCheckpoint: assign(({ context, event }) => {
       if (!('output' in event)) return {};
       const loaded = event.output as LoadedCheckpoint | undefined;
@@ -776,64 +799,46 @@ export const turnLoopMachine = effectsSetup
 
       /** Puts everything a plan took back where it was, in order (stop or failure while planning). */
       undoPlan: effectsSetup.createAction(
-        enqueueActions(({ context, enqueue }) => {
-          const turn = context.turn;
-          if (turn === undefined) return;
-          enqueue.assign({
-            buffer: [...turn.taken, ...context.buffer],
-            requeued: [...turn.takenRequeued, ...context.requeued],
-            resume: turn.resume,
-          });
+        enqueueActions(({ enqueue }) => {
+          enqueue('unplanTurn');
           enqueue('releaseTurn');
         }),
       ),
 
       /**
        * A turn's run settled. Decides the fate of its consumed items and whether the loop goes on.
-       * Stop beats preempt: when the loop is closed, a cancelled turn is the stop's, whoever asked first.
+       * Stop beats preempt: when the loop is closed, a cancelled turn is the stop's, whoever asked
+       * first. A turn cancelled before its agent ever ran (its run still waited in the session)
+       * consumed nothing: it is unplanned, and its items and resume are offered again.
        */
       endTurn: effectsSetup.createAction(
         enqueueActions(({ context, event, enqueue }) => {
           const turn = context.turn;
           if (event.type !== 'turn.ended' || turn?.plan === undefined) return;
           const { ending } = event;
-          const consumed = turn.plan.consumed;
-          const agentState = ending.agentState ?? turn.resume?.agentState;
+          const cancelled = ending.status === 'CANCELLED' && !ending.endedByHandler;
+          const neverRan = cancelled && !ending.agentStarted;
+          // What a stop or an error leaves interrupted: the items an agent was working on.
+          const interrupted = ending.status === 'CANCELLED' && !neverRan ? turn.plan.consumed : [];
+          const agentState = neverRan ? undefined : (ending.agentState ?? turn.resume?.agentState);
+          if (neverRan) enqueue('unplanTurn');
           if (ending.error !== undefined) {
             enqueue.assign({
-              ending: {
-                cause: 'error',
-                reason: ending.error,
-                interrupted: ending.status === 'CANCELLED' ? consumed : [],
-                agentState,
-              },
+              ending: { cause: 'error', reason: ending.error, interrupted, agentState },
             });
-          } else if (ending.status === 'CANCELLED' && !ending.endedByHandler) {
+          } else if (cancelled) {
             if (context.closed) {
-              enqueue.assign({
-                ending: {
-                  cause: 'stop',
-                  reason: ending.cancelError,
-                  interrupted: consumed,
-                  agentState,
-                },
-              });
+              // Nothing ran: a clean stop, the items are unhandled.
+              const reason = neverRan ? undefined : ending.cancelError;
+              enqueue.assign({ ending: { cause: 'stop', reason, interrupted, agentState } });
             } else if (ending.preemptContributed) {
-              if (!ending.agentStarted) {
-                // Preempted while it waited in its session: no agent saw the items.
-                enqueue.assign({ buffer: [...consumed, ...context.buffer] });
-              } else if (context.settings.requeuePreempted) {
-                enqueue.assign({ requeued: [...context.requeued, ...consumed] });
+              if (!neverRan && context.settings.requeuePreempted) {
+                enqueue.assign({ requeued: [...context.requeued, ...turn.plan.consumed] });
               }
             } else {
               // Cancelled by someone else (a direct cancel, a timeout, a runtime shutdown).
               enqueue.assign({
-                ending: {
-                  cause: 'error',
-                  reason: ending.cancelError,
-                  interrupted: consumed,
-                  agentState,
-                },
+                ending: { cause: 'error', reason: ending.cancelError, interrupted, agentState },
               });
             }
           }

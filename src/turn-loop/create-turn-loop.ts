@@ -500,16 +500,25 @@ export function createTurnLoop<TItem, TInput = unknown>(
           get cancelError() {
             if (outcome.status !== 'CANCELLED') return undefined;
             if (cancelError !== undefined) return cancelError;
-            // Read by the loop when it ends: a closed loop counts the cancel as its stop's (stop
-            // beats preempt), so the error says so, with the stop's merged cause.
-            const { closed, stop } = actor.getSnapshot().context;
-            cancelError = new TurnCancelledError(
-              current.id,
-              turnId,
-              closed && outcome.cause !== 'timeout' ? 'cancel' : outcome.cause,
-              closed ? stopReason(stop) : outcome.reason,
-              outcome.escalated,
-            );
+            // When the loop's stop took part in the run's cancel, the error tells the stop's story
+            // (with its first non-empty cause, known only now), even if a preempt asked first.
+            // Otherwise it is the cancel that happened: a preempt's, a shutdown's, a user's.
+            const { stop } = actor.getSnapshot().context;
+            cancelError = stopContributed
+              ? new TurnCancelledError(
+                  current.id,
+                  turnId,
+                  'cancel',
+                  stopReason(stop),
+                  outcome.escalated,
+                )
+              : new TurnCancelledError(
+                  current.id,
+                  turnId,
+                  outcome.cause,
+                  outcome.reason,
+                  outcome.escalated,
+                );
             return cancelError;
           },
           agentState: current.safePointState,

@@ -18,7 +18,7 @@ import {
   type GenResumeArgs,
 } from '../../src/index.js';
 import { decodeCheckpoint } from '../../src/turn-loop/checkpoint.js';
-import { createTestLoop, decodeStored, until } from './helpers.js';
+import { createTestLoop, decodeStored, deferred, flush, until } from './helpers.js';
 
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
@@ -104,6 +104,72 @@ describe('TurnLoop checkpoints', () => {
     await loop.wait();
     expect(prepared.map((p) => p.consumed)).toEqual([['old-1'], ['old-2']]);
     expect(await inner.get({}, 'c')).toBeUndefined(); // old-1 is not offered again
+  });
+
+  it('a resume turn preempted while its run waited in the session is planned again, with its resume', async () => {
+    const { store, inner } = spyStore();
+    await inner.set(
+      {},
+      'c',
+      encode(
+        envelope({ kind: 'mid-turn', interrupted: ['i'], unhandled: ['u'], agentState: { m: 42 } }),
+      ),
+    );
+    const resumes: Array<Omit<GenResumeArgs<string>, 'signal'>> = [];
+    const { loop, runtime, stepped } = createTestLoop({
+      store,
+      checkpointId: 'c',
+      genResume: ({ turnId, interrupted, unhandled, newItems, agentState }) => {
+        resumes.push({ turnId, interrupted, unhandled, newItems, agentState });
+        const all = [...interrupted, ...unhandled, ...newItems];
+        return { input: all, consumed: all };
+      },
+    });
+    const gate = deferred();
+    const other = { execute: async () => gate.promise };
+    runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent: other, input: 0 }).start();
+    loop.run();
+    await until(() => resumes.length === 1, 'resume planned');
+    await flush(); // its run waits behind the other run
+    loop.push('urgent', { preempt: CancelMode.AnySafePoint });
+    await until(() => resumes.length === 2, 'resume planned again');
+    expect(resumes[1]).toMatchObject({
+      interrupted: ['i'],
+      unhandled: ['u'],
+      newItems: ['urgent'],
+      agentState: { m: 42 },
+    });
+    gate.resolve();
+    await until(() => stepped.executions.length === 1, 'the resume ran');
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+    expect(await inner.get({}, 'c')).toBeUndefined(); // used up by the resume that ran
+  });
+
+  it('a preempt and an afterTurn stop on a turn that never ran end cleanly, with a between-turns checkpoint', async () => {
+    const { store, inner } = spyStore();
+    const { loop, runtime, stepped, prepared } = createTestLoop({ store, checkpointId: 'c' });
+    const gate = deferred();
+    const other = { execute: async () => gate.promise };
+    runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent: other, input: 0 }).start();
+    loop.push('a');
+    loop.run();
+    await until(() => prepared.length === 1, 'turn planned');
+    await flush(); // its run waits behind the other run
+    loop.push('u', { preempt: CancelMode.AnySafePoint });
+    loop.stop();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.unhandledItems).toEqual(['a', 'u']);
+    expect(exit.interruptedItems).toEqual([]);
+    expect(decodeStored(await inner.get({}, 'c'))).toMatchObject({
+      kind: 'between-turns',
+      unhandled: ['a', 'u'],
+      interrupted: [],
+    });
+    expect(stepped.executions).toHaveLength(0);
+    gate.resolve();
   });
 
   it('an unknown version or a wrong shape is CHECKPOINT_CORRUPT', () => {

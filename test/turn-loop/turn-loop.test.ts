@@ -153,6 +153,21 @@ describe('TurnLoop config and options', () => {
     expect(exit.unhandledItems).toEqual([]);
   });
 
+  it("after an afterTurn stop, a turn cancelled by someone else keeps that cancel's cause and reason", async () => {
+    const { loop, runtime, stepped } = createTestLoop();
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    loop.stop({ cause: 'after' }); // afterTurn: the stop itself cancels nothing
+    const runId = runtime.session('u1', 's1').activeRunId as string;
+    expect(runtime.runs.cancel('u1', 's1', runId, { reason: 'user hit X' })).toBe('accepted');
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeInstanceOf(TurnCancelledError);
+    expect(exit.exitReason).toMatchObject({ cancelCause: 'cancel', reason: 'user hit X' });
+    expect(exit.stopCause).toBe('after');
+    expect(exit.interruptedItems).toEqual(['a']);
+  });
+
   it('refuses bad push options with INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop } = createTestLoop();
     const field = (run: () => unknown) => {
