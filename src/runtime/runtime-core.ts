@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { InspectionEvent, Observer } from 'xstate';
+import type { InspectionEvent } from 'xstate';
 import type { RunMachineContext, RunStatus, runMachine } from '../../machines/run.machine.js';
 import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
@@ -21,7 +21,8 @@ export interface RuntimeCore {
   readonly eventLog: EventLog;
   readonly unwindTimeoutMs: number;
   readonly runMachine: BoundRunMachine;
-  readonly inspect: Observer<InspectionEvent> | ((event: InspectionEvent) => void) | undefined;
+  /** The user's inspector, already guarded (`guardInspect`): it cannot throw into an actor. */
+  readonly inspect: ((event: InspectionEvent) => void) | undefined;
   /** Puts a top-level run into its session (applying its strategy). */
   startRun(run: AgentRun<unknown>): void;
   /** Creates, registers and starts a nested run. */
