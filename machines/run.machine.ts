@@ -1,132 +1,93 @@
 /**
  * The run machine: one execution of an agent, `CREATED → QUEUED → RUNNING → COMPLETED | FAILED |
- * CANCELLED` (DESIGN.md §5).
+ * CANCELLED` (docs/architecture.md, "A run's life").
  *
  * @remarks
+ * A run is a child actor of its session (or, for a nested run, of its parent run). Its
+ * **status** (`context.status`) turns terminal at once; the actor reaches its final state
+ * `settled`, with the {@link RunMachineOutput} as its output, only once its executor has
+ * settled (returned, thrown, or been abandoned after `unwindTimeoutMs`) and every nested run
+ * has reached its own final state. Its parent learns of that through
+ * `xstate.done.actor.<runId>`. (An actor that reaches a final state stops at once, so the
+ * terminal statuses cannot be final states themselves: they wait.)
+ *
  * The machine is pure: it never touches a clock, a signal or an agent. The world reaches it
  * through pieces the runtime supplies with `machine.provide(...)`:
  * - `startExecutor` runs the agent, which answers with `agent.done` / `agent.error`;
- *   `abortExecutor` fires the run's AbortSignal. (Actions rather than a child actor: spawning
- *   a callback actor per run cost about a fifth of the whole lifecycle.)
- * - `timer` sends its `event` back when the clock reaches the absolute time `at`;
- * - `propagateCancel` forwards a recursive cancel to nested runs.
+ *   `abortExecutor` fires the run's AbortSignal; `signalInterrupt` its interrupt signal;
+ * - `logStatus` writes a status change to the session's event log; `reportSettled` hands the
+ *   outcome to the run's handle;
+ * - `timer` sends its `event` back when the clock reaches the absolute time `at`.
  * Deadlines are absolute times in context, never `after` delays, so they survive a restore
- * (xstate #5331). The only relative delay is the unwind budget, which is re-armed whenever
- * a CANCELLED run starts unwinding.
+ * (xstate #5331). The only relative delay is the unwind budget.
  *
- * A run started into a session with a free slot is admitted in the same macrostep: `run.start`
- * carries `admitted: true`, and QUEUED raises `run.admit` on entry. It still passes QUEUED
- * (inspection shows both microsteps); it just never waits there.
- *
- * A terminal status is entered at once; the run is *settled* only when the executor has
- * returned or thrown (CANCELLED.unwinding → settled), or has been abandoned after
- * `unwindTimeoutMs` (→ abandoned). The session admits its next run only after that.
+ * A recursive cancel flows down to nested runs inside the chart (`cancelNestedRuns`), and a run
+ * that turns terminal cancels its nested runs and waits for them before it settles.
  *
  * @module
  */
-import { assign, enqueueActions, fromCallback, raise, setup, spawnChild } from 'xstate';
-import type { EventObject } from 'xstate';
+import { assign, fromCallback, setup } from 'xstate';
+import type { AnyStateMachine, EventObject } from 'xstate';
 import {
   CancelMode,
   isSafePointMatch,
   mergeCancelRequests,
   type CancelCause,
   type CancelRequest,
-  type SafePointKind,
 } from './cancel-request.js';
 import type { TimerInput } from './clock-timer.js';
+import type {
+  ExecutorAbortParams,
+  RunMachineContext,
+  RunMachineEvent,
+  RunMachineInput,
+  RunMachineOutput,
+  RunStatus,
+  StatusChange,
+} from './run.types.js';
 
-/** The six statuses of a run, as read from the top level of its snapshot. */
-export type RunStatus = 'CREATED' | 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+export {
+  terminalRunStatuses,
+  type AdmissionVerdict,
+  type ExecutorAbortParams,
+  type InterruptCause,
+  type RunMachineContext,
+  type RunMachineEvent,
+  type RunMachineInput,
+  type RunMachineOutput,
+  type RunStatus,
+  type StatusChange,
+} from './run.types.js';
 
-/** Statuses after which nothing changes any more. */
-export const terminalRunStatuses: ReadonlySet<RunStatus> = new Set([
-  'COMPLETED',
-  'FAILED',
-  'CANCELLED',
-]);
+/** A nested run's end, as its parent run receives it. */
+type ChildEndEvent =
+  | { type: `xstate.done.actor.${string}`; actorId: string; output: unknown }
+  | { type: `xstate.error.actor.${string}`; actorId: string; error: unknown };
 
-/** What the runtime knows about a run when it creates its actor. */
-export interface RunMachineInput {
-  readonly runId: string;
-  readonly ownerId: string;
-  readonly sessionId: string;
-  /** Total budget from `run.start` to a terminal status, queue time included (ms). */
-  readonly timeoutMs?: number | undefined;
-  /** How long a cancelled executor may take to settle before it is abandoned (ms). */
-  readonly unwindTimeoutMs: number;
-}
+/** The `systemId` of run `runId`'s actor: `system.get(runSystemId(runId))` finds it. */
+export const runSystemId = (runId: string): string => `run:${runId}`;
 
-/** Everything the run machine remembers. */
-export interface RunMachineContext {
-  readonly runId: string;
-  readonly ownerId: string;
-  readonly sessionId: string;
-  readonly timeoutMs: number | undefined;
-  readonly unwindTimeoutMs: number;
-  /** Absolute time (clock ms) of the total deadline, set by `run.start`. */
-  readonly deadlineAt: number | undefined;
-  /** The merge of every cancel request so far (pending while RUNNING.cancelling). */
-  readonly cancel: CancelRequest | undefined;
-  /** Counts the cancel requests that changed something; lets a caller tell `contributed`. */
-  readonly cancelSeq: number;
-  readonly interruptRequested: boolean;
-  readonly interruptMessage: string | undefined;
-  /**
-   * The agent executor: `idle` (never started: a run cancelled before RUNNING has none),
-   * `running`, or `settled` (it returned or threw).
-   */
-  readonly executor: 'idle' | 'running' | 'settled';
-  /** Set on entering CANCELLED. */
-  readonly cause: CancelCause | undefined;
-  /** A safe-point cancel that hit its deadline, or an immediate cancel that overrode one. */
-  readonly escalated: boolean;
-  readonly output: unknown;
-  readonly error: unknown;
-  /** True once the executor was abandoned after `unwindTimeoutMs`. */
-  readonly unsettled: boolean;
-  /** Counts escalation timers, so each gets a fresh child id. */
-  readonly timerSeq: number;
-}
-
-/** Events the run machine accepts. Times are absolute clock milliseconds. */
-export type RunMachineEvent =
-  /**
-   * `admitted`: the session admits the run in the same step as its start (its slot was free),
-   * so the run passes QUEUED and enters RUNNING in one macrostep.
-   */
-  | { type: 'run.start'; at: number; admitted?: boolean }
-  | { type: 'run.admit' }
-  | { type: 'run.cancel'; request: CancelRequest }
-  | { type: 'run.interrupt'; message?: string | undefined }
-  | { type: 'run.safe_point'; kind: SafePointKind }
-  | { type: 'run.deadline' }
-  | { type: 'run.cancel_deadline' }
-  | { type: 'agent.done'; output: unknown }
-  | { type: 'agent.error'; error: unknown };
-
-/** Parameters of the `abortExecutor` action: why the run's AbortSignal fires. */
-export interface ExecutorAbortParams {
-  readonly cause: CancelCause;
-  readonly reason: string | undefined;
-}
-
-/** Forwards the merged cancel to nested runs (the runtime does nothing unless it is recursive). */
-const propagateCancel = {
-  type: 'propagateCancel',
-  params: ({ context }: { context: RunMachineContext }) => context.cancel,
-} as const;
-
-/** Fires the run's AbortSignal with the cause recorded so far. */
-const abortExecutor = {
-  type: 'abortExecutor',
-  params: ({ context }: { context: RunMachineContext }): ExecutorAbortParams => ({
-    cause: context.cause ?? context.cancel?.cause ?? 'cancel',
+/**
+ * The outcome a run settles with, from its context.
+ *
+ * @param context - a run's context in a terminal status
+ * @returns the run's {@link RunMachineOutput}
+ */
+export function toRunOutput(context: RunMachineContext): RunMachineOutput {
+  if (context.status === 'COMPLETED') {
+    return { status: 'COMPLETED', output: context.output, interrupted: context.interruptRequested };
+  }
+  if (context.status === 'FAILED') return { status: 'FAILED', error: context.error };
+  return {
+    status: 'CANCELLED',
+    cause: context.cause ?? 'cancel',
     reason: context.cancel?.reason,
-  }),
-} as const;
+    escalated: context.escalated,
+    unsettled: context.executor === 'abandoned',
+  };
+}
 
-const cancelledBy = (cause: CancelCause, reason?: string): CancelRequest => ({
+const cancelledBy = (cause: CancelCause, reason: string): CancelRequest => ({
   mode: CancelMode.Immediate,
   deadlineAt: undefined,
   recursive: true,
@@ -134,32 +95,37 @@ const cancelledBy = (cause: CancelCause, reason?: string): CancelRequest => ({
   reason,
 });
 
-/**
- * The run machine definition. Use {@link runMachine}`.provide({ actors, actions })` to bind it.
- *
- * @remarks Transition table: DESIGN.md §5. The first terminal state wins; terminal states ignore
- * every command.
- */
-export const runMachine = setup({
+const base = setup({
   types: {
     context: {} as RunMachineContext,
-    events: {} as RunMachineEvent,
+    events: {} as RunMachineEvent | ChildEndEvent,
     input: {} as RunMachineInput,
+    output: {} as RunMachineOutput,
   },
   actors: {
     /** Placeholder: the runtime provides `fromClockTimer(clock)` (see clock-timer.ts). */
     timer: fromCallback<EventObject, TimerInput>(() => undefined),
+    /**
+     * A nested run: this very machine. The runtime provides its bound copy (see
+     * {@link provideNestedRuns}).
+     */
+    nestedRun: fromCallback<EventObject, RunMachineInput>(() => undefined),
   },
   actions: {
-    /** Placeholder: the runtime starts the agent of run `runId`. */
+    /** Placeholder: the runtime starts the agent of run `runId` (one microtask later). */
     startExecutor: (_, _runId: string) => undefined,
     /** Placeholder: the runtime fires the run's AbortSignal. */
     abortExecutor: (_, _params: ExecutorAbortParams) => undefined,
-    /**
-     * Placeholder: the runtime forwards the merged cancel to the run's nested runs when it is
-     * `recursive` (and does nothing otherwise).
-     */
-    propagateCancel: (_, _request: CancelRequest | undefined) => undefined,
+    /** Placeholder: the runtime fires the run's interrupt signal (`ctx.interruptSignal`). */
+    signalInterrupt: () => undefined,
+    /** Placeholder: the runtime logs a status change in the session's event log. */
+    logStatus: (_, _change: StatusChange) => undefined,
+    /** Placeholder: the runtime hands the settled outcome to the run's handle. */
+    reportSettled: (_, _output: RunMachineOutput) => undefined,
+    /** Placeholder: a nested run's actor failed (a bug); the runtime fails its handle. */
+    reportRunError: (_, _params: { runId: string; error: unknown }) => undefined,
+    /** Placeholder: the runtime logs that the executor was abandoned (`run.unsettled`). */
+    logAbandoned: () => undefined,
     recordCancel: assign(({ context, event }) => {
       if (event.type !== 'run.cancel') return {};
       const cancel = mergeCancelRequests(context.cancel, event.request);
@@ -173,29 +139,44 @@ export const runMachine = setup({
         timerSeq: rearm ? context.timerSeq + 1 : context.timerSeq,
       };
     }),
-    /**
-     * The session's admission of a run started into a free slot. Named here, built once:
-     * XState warns when `raise()` is created while a custom action runs, and the session's
-     * `admitRun` action is what starts such a run.
-     */
-    raiseAdmit: raise({ type: 'run.admit' }),
-    /** Before RUNNING an interrupt is a cancel (DESIGN.md §5). */
+    /** Before RUNNING an interrupt is a cancel. */
     recordInterruptAsCancel: assign(({ context }) => ({
       cancel: mergeCancelRequests(context.cancel, cancelledBy('cancel', 'interrupted')),
       cancelSeq: context.cancelSeq + 1,
     })),
+    recordInterrupt: assign(({ event }) =>
+      event.type === 'run.interrupt'
+        ? {
+            interruptRequested: true,
+            interruptMessage: event.message,
+            interruptCause: event.cause ?? 'interrupt',
+          }
+        : {},
+    ),
+    recordRejection: assign({
+      rejected: true,
+      cancel: cancelledBy('cancel', 'session busy'),
+    }),
     recordTimeout: assign(({ context }) => ({
       cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached'),
       cause: 'timeout' as const,
     })),
-    /** Arms a fresh escalation timer for the (new, earlier) merged deadline. */
-    armEscalation: spawnChild('timer', {
-      id: ({ context }) => `escalation-${context.timerSeq}`,
-      input: ({ context }) => ({
-        at: context.cancel?.deadlineAt ?? 0,
-        event: { type: 'run.cancel_deadline' },
-      }),
+    recordEscalation: assign({ escalated: true }),
+    recordCause: assign({
+      cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel',
     }),
+    recordOutput: assign({
+      output: ({ event }) => (event.type === 'agent.done' ? event.output : undefined),
+      executor: 'settled' as const,
+    }),
+    recordError: assign({
+      error: ({ event }) => (event.type === 'agent.error' ? event.error : undefined),
+      executor: 'settled' as const,
+    }),
+    recordAdmission: assign({ admitted: true }),
+    markExecutorRunning: assign({ executor: 'running' as const }),
+    markExecutorSettled: assign({ executor: 'settled' as const }),
+    markExecutorAbandoned: assign({ executor: 'abandoned' as const }),
   },
   guards: {
     isImmediate: ({ event }) =>
@@ -215,102 +196,199 @@ export const runMachine = setup({
       event.type === 'run.safe_point' &&
       context.cancel !== undefined &&
       isSafePointMatch(context.cancel.mode, event.kind),
-    hasDeadline: ({ context }) => context.timeoutMs !== undefined,
     hasNoBudget: ({ context }) => context.timeoutMs === 0,
+    hasDeadline: ({ context }) => context.timeoutMs !== undefined,
+    isRejected: ({ event }) => event.type === 'run.start' && event.verdict === 'rejected',
+    isAdmitted: ({ event }) => event.type === 'run.start' && event.verdict === 'admitted',
+    isAdmittedWithDeadline: ({ context, event }) =>
+      event.type === 'run.start' && event.verdict === 'admitted' && context.timeoutMs !== undefined,
+    notYetInterrupted: ({ context }) => !context.interruptRequested,
+    hasNestedRoom: ({ context }) => context.nestedRunIds.length < context.maxNestedRuns,
+    wasAdmitted: ({ context }) => context.admitted,
+    noNestedRuns: ({ context }) => context.nestedRunIds.length === 0,
     /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
     isCancellationError: () => false,
   },
   delays: {
     unwindTimeout: ({ context }) => context.unwindTimeoutMs,
   },
-}).createMachine({
+});
+
+/** Enters status `to`: logs the change (reading the status it leaves), then records it. */
+const enterStatus = (to: RunStatus) => [
+  {
+    type: 'logStatus' as const,
+    params: ({ context }: { context: RunMachineContext }): StatusChange => ({
+      from: context.status,
+      to,
+    }),
+  },
+  base.assign({ status: to }),
+];
+
+const runSetup = base.extend({
+  actions: {
+    reportNestedError: base.enqueueActions(({ event, enqueue }) => {
+      if (event.type.startsWith('xstate.error.actor.') && 'actorId' in event && 'error' in event) {
+        enqueue({ type: 'reportRunError', params: { runId: event.actorId, error: event.error } });
+      }
+    }),
+    recordDeadline: base.assign({
+      deadlineAt: ({ context, event }) =>
+        event.type === 'run.start' && context.timeoutMs !== undefined
+          ? event.at + context.timeoutMs
+          : context.deadlineAt,
+    }),
+    armDeadline: base.spawnChild('timer', {
+      id: 'deadline',
+      input: ({ context }) => ({ at: context.deadlineAt ?? 0, event: { type: 'run.deadline' } }),
+    }),
+    /** Arms a fresh escalation timer for the (new, earlier) merged deadline. */
+    armEscalation: base.spawnChild('timer', {
+      id: ({ context }) => `escalation-${context.timerSeq}`,
+      input: ({ context }) => ({
+        at: context.cancel?.deadlineAt ?? 0,
+        event: { type: 'run.cancel_deadline' },
+      }),
+    }),
+    /** A recursive cancel flows down to every nested run (inside the chart). */
+    cancelNestedRuns: base.enqueueActions(({ context, enqueue }) => {
+      const { cancel } = context;
+      if (cancel?.recursive !== true) return;
+      for (const runId of context.nestedRunIds)
+        enqueue.sendTo(runId, { type: 'run.cancel', request: cancel });
+    }),
+    /** A run that turned terminal cancels the nested runs still going. */
+    endNestedRuns: base.enqueueActions(({ context, enqueue }) => {
+      const request = cancelledBy('cancel', 'parent run ended');
+      for (const runId of context.nestedRunIds)
+        enqueue.sendTo(runId, { type: 'run.cancel', request });
+    }),
+    /** `ctx.spawn`: the nested run is this run's child, started (and admitted) at once. */
+    spawnNestedRun: base.enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== 'run.spawn') return;
+      enqueue.spawnChild('nestedRun', {
+        id: event.runId,
+        systemId: runSystemId(event.runId),
+        input: {
+          runId: event.runId,
+          ownerId: context.ownerId,
+          sessionId: context.sessionId,
+          parentRunId: context.runId,
+          timeoutMs: event.timeoutMs,
+          unwindTimeoutMs: context.unwindTimeoutMs,
+          maxNestedRuns: context.maxNestedRuns,
+        },
+      });
+      enqueue.sendTo(event.runId, { type: 'run.start', at: event.at, verdict: 'admitted' });
+    }),
+    recordNestedRun: base.assign({
+      nestedRunIds: ({ context, event }) =>
+        event.type === 'run.spawn' ? [...context.nestedRunIds, event.runId] : context.nestedRunIds,
+    }),
+    /** A nested run reached its final state (or failed): forget it and stop its actor. */
+    forgetNestedRun: base.assign({
+      nestedRunIds: ({ context, event }) =>
+        'actorId' in event
+          ? context.nestedRunIds.filter((id) => id !== event.actorId)
+          : context.nestedRunIds,
+    }),
+    stopNestedRun: base.stopChild(({ event }) => ('actorId' in event ? event.actorId : '')),
+  },
+});
+
+/**
+ * The run machine definition. Bind it with {@link runMachine}`.provide({ actors, actions })`.
+ *
+ * @remarks Transition table: docs/architecture.md and the README's "The controls". The first
+ * terminal status wins; terminal statuses ignore every command.
+ */
+export const runMachine = runSetup.createMachine({
   id: 'run',
   initial: 'CREATED',
   context: ({ input }) => ({
     runId: input.runId,
     ownerId: input.ownerId,
     sessionId: input.sessionId,
+    parentRunId: input.parentRunId,
     timeoutMs: input.timeoutMs,
     unwindTimeoutMs: input.unwindTimeoutMs,
+    maxNestedRuns: input.maxNestedRuns,
+    status: 'CREATED',
     deadlineAt: undefined,
     cancel: undefined,
     cancelSeq: 0,
     interruptRequested: false,
     interruptMessage: undefined,
+    interruptCause: undefined,
+    rejected: false,
+    admitted: false,
     executor: 'idle',
     cause: undefined,
     escalated: false,
     output: undefined,
     error: undefined,
-    unsettled: false,
+    nestedRunIds: [],
     timerSeq: 0,
   }),
+  output: ({ context }) => toRunOutput(context),
+  on: {
+    // Nested runs tell their parent run that they settled, in every state.
+    'xstate.done.actor.*': { actions: ['forgetNestedRun', 'stopNestedRun'] },
+    'xstate.error.actor.*': { actions: ['reportNestedError', 'forgetNestedRun', 'stopNestedRun'] },
+  },
   states: {
     CREATED: {
       on: {
         'run.start': [
           // A zero budget is spent before the run could ever be admitted.
-          { guard: 'hasNoBudget', target: 'CANCELLED.settled', actions: 'recordTimeout' },
+          { guard: 'hasNoBudget', target: 'CANCELLED.draining', actions: 'recordTimeout' },
+          { guard: 'isRejected', target: 'CANCELLED.draining', actions: 'recordRejection' },
           {
-            guard: 'hasDeadline',
+            guard: 'isAdmittedWithDeadline',
             target: 'QUEUED',
-            actions: [
-              assign({
-                deadlineAt: ({ context, event }) => event.at + (context.timeoutMs ?? 0),
-              }),
-              spawnChild('timer', {
-                id: 'deadline',
-                input: ({ context }) => ({
-                  at: context.deadlineAt ?? 0,
-                  event: { type: 'run.deadline' },
-                }),
-              }),
-            ],
+            actions: ['recordDeadline', 'armDeadline', 'recordAdmission'],
           },
+          { guard: 'isAdmitted', target: 'QUEUED', actions: 'recordAdmission' },
+          { guard: 'hasDeadline', target: 'QUEUED', actions: ['recordDeadline', 'armDeadline'] },
           { target: 'QUEUED' },
         ],
-        'run.cancel': { target: 'CANCELLED.settled', actions: 'recordCancel' },
-        'run.interrupt': { target: 'CANCELLED.settled', actions: 'recordInterruptAsCancel' },
+        'run.cancel': { target: 'CANCELLED.draining', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED.draining', actions: 'recordInterruptAsCancel' },
       },
     },
     QUEUED: {
-      // Started into a session with a free slot: the session's admission comes in the same
-      // macrostep, so QUEUED is passed without a step of its own.
-      entry: enqueueActions(({ event, enqueue }) => {
-        if (event.type === 'run.start' && event.admitted === true) enqueue('raiseAdmit');
-      }),
+      entry: enterStatus('QUEUED'),
+      // Started into a session with a free slot: admitted in the same macrostep.
+      always: { guard: 'wasAdmitted', target: 'RUNNING' },
       on: {
         'run.admit': { target: 'RUNNING' },
-        'run.cancel': { target: 'CANCELLED.settled', actions: 'recordCancel' },
-        'run.interrupt': { target: 'CANCELLED.settled', actions: 'recordInterruptAsCancel' },
-        'run.deadline': { target: 'CANCELLED.settled', actions: 'recordTimeout' },
+        'run.cancel': { target: 'CANCELLED.draining', actions: 'recordCancel' },
+        'run.interrupt': { target: 'CANCELLED.draining', actions: 'recordInterruptAsCancel' },
+        'run.deadline': { target: 'CANCELLED.draining', actions: 'recordTimeout' },
       },
     },
     RUNNING: {
       initial: 'working',
       entry: [
-        assign({ executor: 'running' }),
+        ...enterStatus('RUNNING'),
+        'markExecutorRunning',
         { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
       on: {
         'run.interrupt': {
-          guard: ({ context }) => !context.interruptRequested,
-          actions: assign({
-            interruptRequested: true,
-            interruptMessage: ({ event }) => event.message,
-          }),
+          guard: 'notYetInterrupted',
+          actions: ['recordInterrupt', 'signalInterrupt'],
         },
-        'agent.done': {
-          target: 'COMPLETED',
-          actions: assign({ output: ({ event }) => event.output }),
-        },
-        'agent.error': {
-          target: 'FAILED',
-          actions: assign({ error: ({ event }) => event.error }),
-        },
+        'run.spawn': { guard: 'hasNestedRoom', actions: ['spawnNestedRun', 'recordNestedRun'] },
+        'agent.done': { target: 'COMPLETED', actions: 'recordOutput' },
+        'agent.error': { target: 'FAILED', actions: 'recordError' },
         'run.deadline': {
           target: 'CANCELLED.unwinding',
-          actions: ['recordTimeout', abortExecutor],
+          actions: [
+            'recordTimeout',
+            { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
+          ],
         },
       },
       states: {
@@ -320,14 +398,18 @@ export const runMachine = setup({
               {
                 guard: 'isImmediate',
                 target: '#run.CANCELLED.unwinding',
-                actions: ['recordCancel', abortExecutor, propagateCancel],
+                actions: [
+                  'recordCancel',
+                  { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
+                  'cancelNestedRuns',
+                ],
               },
               {
                 guard: 'movesDeadlineEarlier',
                 target: 'cancelling',
-                actions: ['recordCancel', 'armEscalation', propagateCancel],
+                actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
               },
-              { target: 'cancelling', actions: ['recordCancel', propagateCancel] },
+              { target: 'cancelling', actions: ['recordCancel', 'cancelNestedRuns'] },
             ],
           },
         },
@@ -339,51 +421,93 @@ export const runMachine = setup({
                 target: '#run.CANCELLED.unwinding',
                 actions: [
                   'recordCancel',
-                  assign({ escalated: true }),
-                  abortExecutor,
-                  propagateCancel,
+                  'recordEscalation',
+                  { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
+                  'cancelNestedRuns',
                 ],
               },
               {
                 guard: 'movesDeadlineEarlier',
-                actions: ['recordCancel', 'armEscalation', propagateCancel],
+                actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
               },
-              { guard: 'contributes', actions: ['recordCancel', propagateCancel] },
+              { guard: 'contributes', actions: ['recordCancel', 'cancelNestedRuns'] },
             ],
             'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED.unwinding' },
             // The agent stopped on a cancellation (e.g. a nested run's, from this very cancel)
             // before reaching its safe point: the pending cancel is what ended it.
             'agent.error': {
               guard: 'isCancellationError',
-              target: '#run.CANCELLED.settled',
-              actions: assign({ executor: 'settled' }),
+              target: '#run.CANCELLED.draining',
+              actions: 'markExecutorSettled',
             },
             'run.cancel_deadline': {
               target: '#run.CANCELLED.unwinding',
-              actions: [assign({ escalated: true }), abortExecutor],
+              actions: [
+                'recordEscalation',
+                { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
+              ],
             },
           },
         },
       },
     },
-    COMPLETED: {},
-    FAILED: {},
+    COMPLETED: {
+      entry: [...enterStatus('COMPLETED'), 'endNestedRuns'],
+      always: { guard: 'noNestedRuns', target: 'settled' },
+    },
+    FAILED: {
+      entry: [...enterStatus('FAILED'), 'endNestedRuns'],
+      always: { guard: 'noNestedRuns', target: 'settled' },
+    },
     CANCELLED: {
       // A timeout that lands while a safe-point cancel is pending keeps its own cause.
-      entry: assign({ cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel' }),
-      // Entered at `unwinding` from RUNNING (the executor is still going), at `settled` when
-      // no executor runs: never started, or it already threw the cancellation.
-      initial: 'settled',
+      entry: ['recordCause', ...enterStatus('CANCELLED'), 'endNestedRuns'],
+      // Entered at `unwinding` from RUNNING (the executor is still going), at `draining` when no
+      // executor runs: never started, or it already threw the cancellation.
+      initial: 'draining',
       states: {
+        // The executor may still be going: wait for it, at most `unwindTimeoutMs`.
         unwinding: {
-          on: { 'agent.done': 'settled', 'agent.error': 'settled' },
+          on: {
+            'agent.done': { target: 'draining', actions: 'markExecutorSettled' },
+            'agent.error': { target: 'draining', actions: 'markExecutorSettled' },
+          },
           after: {
-            unwindTimeout: { target: 'abandoned', actions: assign({ unsettled: true }) },
+            unwindTimeout: {
+              target: 'draining',
+              actions: ['markExecutorAbandoned', 'logAbandoned'],
+            },
           },
         },
-        settled: { type: 'final' },
-        abandoned: { type: 'final' },
+        // The nested runs, cancelled on entry, settle with their own unwind budgets.
+        draining: {
+          always: { guard: 'noNestedRuns', target: '#run.settled' },
+        },
       },
+    },
+    settled: {
+      type: 'final',
+      entry: { type: 'reportSettled', params: ({ context }) => toRunOutput(context) },
     },
   },
 });
+
+function abortParams(context: RunMachineContext): ExecutorAbortParams {
+  return {
+    cause: context.cause ?? context.cancel?.cause ?? 'cancel',
+    reason: context.cancel?.reason,
+  };
+}
+
+/**
+ * Makes `machine` (a provided {@link runMachine}) spawn itself for nested runs.
+ *
+ * @remarks A machine cannot name itself in its own `setup({ actors })`; this completes the
+ * registration once the runtime has bound the machine, so nested runs get the same bindings.
+ * @param machine - the bound run machine
+ * @returns the same machine
+ */
+export function provideNestedRuns<TMachine extends AnyStateMachine>(machine: TMachine): TMachine {
+  (machine.implementations.actors as Record<string, unknown>).nestedRun = machine;
+  return machine;
+}

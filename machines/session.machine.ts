@@ -1,44 +1,59 @@
 /**
- * The session machine: admits one run at a time, in start order (DESIGN.md §6).
+ * The session machine: the parent of a session's runs, which admits one at a time, in start
+ * order (docs/architecture.md, "The actor tree" and "The busy-session rule").
  *
  * @remarks
- * Runs are not children of this actor: xstate #4990 makes a parent with thousands of children
- * quadratic (measured here: 2 ms per spawn at 10,000 children). The session knows its runs by
- * id and reaches them through actions the runtime provides:
- * - `slotFree` (guard) / `takeSlot`: admit at once when the runtime-wide gate
- *   (`maxConcurrentRuns`) has a free slot;
- * - `requestSlot` / `withdrawSlotRequest` / `releaseSlot`: otherwise wait in the gate's line;
- *   the runtime answers a request with `session.slot_granted`;
- * - `admitRun`, `interruptRun`, `cancelRun`: commands to one run.
+ * Every run is spawned as this actor's child at `prepare()` (`session.prepare`, in CREATED,
+ * `systemId` `run:<runId>`), and stays its child until it reaches its final state: the session
+ * hears of that through `xstate.done.actor.<runId>` (or `xstate.error.actor.<runId>` if the
+ * run's actor failed), frees the run's slot, stops the child and admits the next run. A session
+ * holds at most `maxQueuedRuns` runs that have not settled (prepared, queued or running):
+ * XState copies a parent's children map on every spawn and stop, so a session with many
+ * children makes every run dearer.
  *
- * The slot is released only on `session.run_settled`, which the runtime sends once the active
- * run's executor has settled or been abandoned; a terminal status alone never frees it.
+ * A run that starts (`session.start`) gets the session's verdict with its `run.start`:
+ * `admitted` (a free slot: CREATED → QUEUED → RUNNING in one step), `queued`, or `rejected`.
+ * The busy-session strategies (the AgentScope multitask strategies) are decided here and
+ * nowhere else:
  *
- * Busy-session strategies (the AgentScope multitask strategies): `enqueue` waits in line;
- * `interrupt` puts the new run first in line, interrupts the active run, waits `graceMs`, then
- * cancels it (unless the new run was cancelled meanwhile); `preempt` cancels
- * every queued run and cancels the active one at its next safe point (escalating after
- * `graceMs`). `reject` is decided by the runtime before a run ever reaches the session.
+ * | session | `enqueue` | `reject` | `interrupt` | `preempt` |
+ * | --- | --- | --- | --- | --- |
+ * | idle | admitted (or queued while waiting for a runtime slot) | same | same | same |
+ * | waiting for a runtime slot | queued last | rejected | queued first | queued runs cancelled; queued last |
+ * | active | queued last | rejected | queued first; the active run interrupted, cancelled after `graceMs` | queued runs cancelled; the active run cancelled at its next safe point (escalating after `graceMs`); queued last |
+ *
+ * The runtime-wide gate behind `maxConcurrentRuns` is reached through actions the runtime
+ * provides: `slotFree` (guard) / `takeSlot` admit at once; `requestSlot` /
+ * `withdrawSlotRequest` / `releaseSlot` wait in the gate's line, which answers
+ * `session.slot_granted`.
  *
  * @module
  */
-import { and, assign, setup } from 'xstate';
+import { setup } from 'xstate';
+import type { EventObject } from 'xstate';
 import { CancelMode, type CancelCause, type CancelModeValue } from './cancel-request.js';
 import { RunQueue } from './run-queue.js';
+import { runMachine, runSystemId } from './run.machine.js';
+import type { RunMachineEvent, RunMachineInput } from './run.types.js';
 
 /** How a run that arrives while the session is busy is handled. */
 export type SessionStrategy = 'enqueue' | 'reject' | 'interrupt' | 'preempt';
 
-/** Identifies the session. */
+/** Identifies the session and bounds it. */
 export interface SessionMachineInput {
   readonly ownerId: string;
   readonly sessionId: string;
+  /** Cap on the session's runs that have not settled (prepared, queued, running). */
+  readonly maxQueuedRuns: number;
 }
 
 /** What the session remembers. `queue` is mutated in place (see {@link RunQueue}). */
 export interface SessionMachineContext {
   readonly ownerId: string;
   readonly sessionId: string;
+  readonly maxQueuedRuns: number;
+  /** Children: runs spawned and not yet settled. */
+  readonly runCount: number;
   readonly queue: RunQueue;
   readonly activeRunId: string | undefined;
   /** Grace of the pending `interrupt` strategy, in ms. */
@@ -47,65 +62,59 @@ export interface SessionMachineContext {
   readonly interruptingRunId: string | undefined;
 }
 
-/** Events the session machine accepts. */
+/** Events the session machine accepts. Times are absolute clock milliseconds. */
 export type SessionMachineEvent =
+  /** `prepare()`: spawn the run as a child, in CREATED (refused when the session is full). */
+  | { type: 'session.prepare'; run: RunMachineInput }
+  /** `run.start()`: decide about the run (see the table in the module note). */
   | {
-      type: 'session.enqueue';
+      type: 'session.start';
       runId: string;
-      strategy: Exclude<SessionStrategy, 'reject'>;
+      at: number;
+      strategy: SessionStrategy;
       /** For `interrupt` and `preempt`: how long the active run gets before it is cancelled. */
       graceMs: number;
     }
-  | { type: 'session.dequeue'; runId: string }
-  | { type: 'session.slot_granted' }
-  | { type: 'session.run_settled'; runId: string };
+  | { type: 'session.slot_granted' };
 
-/** Parameters of the `cancelRuns` action. */
-export interface CancelRunsParams {
-  readonly runIds: readonly string[];
-  readonly mode: CancelModeValue;
-  readonly timeoutMs: number | undefined;
-  readonly cause: CancelCause;
-  /** A short human reason for the runs' outcomes. */
-  readonly reason: string;
+/** A child's end as the session receives it (`xstate.done.actor.*` / `xstate.error.actor.*`). */
+type RunEndEvent =
+  | { type: `xstate.done.actor.${string}`; actorId: string; output: unknown }
+  | { type: `xstate.error.actor.${string}`; actorId: string; error: unknown };
+
+/** Parameters of the `reportRunError` action. */
+export interface RunErrorParams {
+  readonly runId: string;
+  readonly error: unknown;
 }
 
-/** `preempt`: every queued run is cancelled at once. */
-const cancelQueued = {
-  type: 'cancelRuns',
-  params: ({ context }: { context: SessionMachineContext }): CancelRunsParams => ({
-    runIds: context.queue.toArray(),
-    mode: CancelMode.Immediate,
-    timeoutMs: undefined,
-    cause: 'preempt',
-    reason: 'preempted by a newer run',
-  }),
-} as const;
+const endedRunId = (event: EventObject): string | undefined =>
+  'actorId' in event ? (event as RunEndEvent).actorId : undefined;
 
-/** `preempt`: the active run is cancelled at its next safe point, escalating after `graceMs`. */
-const preemptActive = {
-  type: 'cancelRuns',
-  params: ({
-    context,
-    event,
-  }: {
-    context: SessionMachineContext;
-    event: SessionMachineEvent;
-  }): CancelRunsParams => ({
-    runIds: context.activeRunId === undefined ? [] : [context.activeRunId],
-    mode: CancelMode.AnySafePoint,
-    timeoutMs: event.type === 'session.enqueue' ? event.graceMs : undefined,
-    cause: 'preempt',
-    reason: 'preempted by a newer run',
-  }),
-} as const;
+const startOf = (event: SessionMachineEvent | RunEndEvent) => {
+  if (event.type !== 'session.start') throw new Error(`expected session.start, got ${event.type}`);
+  return event;
+};
 
-/** The session machine definition; bind its actions with `sessionMachine.provide(...)`. */
-export const sessionMachine = setup({
+const cancelEvent = (
+  mode: CancelModeValue,
+  deadlineAt: number | undefined,
+  cause: CancelCause,
+  reason: string,
+): RunMachineEvent => ({
+  type: 'run.cancel',
+  request: { mode, deadlineAt, recursive: true, cause, reason },
+});
+
+const base = setup({
   types: {
     context: {} as SessionMachineContext,
-    events: {} as SessionMachineEvent,
+    events: {} as SessionMachineEvent | RunEndEvent,
     input: {} as SessionMachineInput,
+  },
+  actors: {
+    /** The session's runs; the runtime provides the bound run machine. */
+    run: runMachine,
   },
   actions: {
     /** Placeholder: ask the runtime for a run slot; it answers `session.slot_granted`. */
@@ -116,174 +125,278 @@ export const sessionMachine = setup({
     takeSlot: () => undefined,
     /** Placeholder: give the slot back to the runtime. */
     releaseSlot: () => undefined,
-    /** Placeholder: move run `runId` from QUEUED to RUNNING. */
-    admitRun: (_, _runId: string) => undefined,
-    /** Placeholder: interrupt run `runId` cooperatively. */
-    interruptRun: (_, _runId: string) => undefined,
-    /** Placeholder: cancel each of `runIds`. */
-    cancelRuns: (_, _params: CancelRunsParams) => undefined,
-    addToQueue: ({ context, event }) => {
-      if (event.type === 'session.enqueue') context.queue.add(event.runId);
-    },
-    /** `interrupt`: the newer run goes first in line, ahead of runs already waiting. */
-    addToQueueFront: ({ context, event }) => {
-      if (event.type === 'session.enqueue') context.queue.addFirst(event.runId);
-    },
-    removeFromQueue: ({ context, event }) => {
-      if (event.type === 'session.dequeue') context.queue.delete(event.runId);
-    },
-    admitHead: assign(({ context }) => ({ activeRunId: context.queue.shift() })),
-    clearActive: assign({ activeRunId: undefined, interruptingRunId: undefined }),
+    /** Placeholder: a run's actor failed (a bug); the runtime fails its handle. */
+    reportRunError: (_, _params: RunErrorParams) => undefined,
   },
   guards: {
     /** Placeholder: whether the runtime has a run slot free right now (a pure query). */
     slotFree: () => true,
+    hasRoom: ({ context }) => context.runCount < context.maxQueuedRuns,
     queueEmpty: ({ context }) => context.queue.size === 0,
-    isActiveRun: ({ context, event }) =>
-      event.type === 'session.run_settled' && event.runId === context.activeRunId,
+    /** The run that ended is the only one waiting (it leaves, the line is then empty). */
+    isLastQueued: ({ context, event }) =>
+      context.queue.size === 1 && context.queue.has(endedRunId(event) ?? ''),
+    isActiveRun: ({ context, event }) => endedRunId(event) === context.activeRunId,
+    /** The active run ended and nobody waits: the session goes idle. */
+    isActiveRunWithEmptyQueue: ({ context, event }) =>
+      endedRunId(event) === context.activeRunId && context.queue.size === 0,
+    isInterruptingRun: ({ context, event }) => endedRunId(event) === context.interruptingRunId,
     strategyIs: ({ event }, strategy: SessionStrategy) =>
-      event.type === 'session.enqueue' && event.strategy === strategy,
+      event.type === 'session.start' && event.strategy === strategy,
   },
   delays: {
     grace: ({ context }) => context.graceMs,
   },
-}).createMachine({
+});
+
+const runOf = ({ event }: { event: SessionMachineEvent | RunEndEvent }) => startOf(event).runId;
+const activeRun = ({ context }: { context: SessionMachineContext }) => context.activeRunId ?? '';
+
+const sessionSetup = base.extend({
+  actions: {
+    spawnRun: base.enqueueActions(({ event, enqueue }) => {
+      if (event.type !== 'session.prepare') return;
+      enqueue.spawnChild('run', {
+        id: event.run.runId,
+        systemId: runSystemId(event.run.runId),
+        input: event.run,
+      });
+    }),
+    countRunSpawned: base.assign({ runCount: ({ context }) => context.runCount + 1 }),
+    /** The run's end: it leaves the queue wherever it stood, and its actor is stopped. */
+    forgetRun: base.assign({
+      runCount: ({ context, event }) => {
+        const runId = endedRunId(event);
+        if (runId !== undefined) context.queue.delete(runId);
+        return context.runCount - 1;
+      },
+    }),
+    stopEndedRun: base.stopChild(({ event }) => endedRunId(event) ?? ''),
+    reportError: base.enqueueActions(({ event, enqueue }) => {
+      if (!('error' in event)) return;
+      const params: RunErrorParams = { runId: event.actorId, error: event.error };
+      enqueue({ type: 'reportRunError', params });
+    }),
+    admitStarted: base.sendTo(runOf, ({ event }) => ({
+      type: 'run.start' as const,
+      at: startOf(event).at,
+      verdict: 'admitted' as const,
+    })),
+    setActiveToStarted: base.assign({ activeRunId: runOf }),
+    addStartedToQueue: ({ context, event }) => {
+      context.queue.add(startOf(event).runId);
+    },
+    /** `interrupt`: the newer run goes first in line, ahead of runs already waiting. */
+    addStartedToQueueFront: ({ context, event }) => {
+      context.queue.addFirst(startOf(event).runId);
+    },
+    tellQueued: base.sendTo(runOf, ({ event }) => ({
+      type: 'run.start' as const,
+      at: startOf(event).at,
+      verdict: 'queued' as const,
+    })),
+    rejectStarted: base.sendTo(runOf, ({ event }) => ({
+      type: 'run.start' as const,
+      at: startOf(event).at,
+      verdict: 'rejected' as const,
+    })),
+    admitHead: base.assign({ activeRunId: ({ context }) => context.queue.shift() }),
+    admitActive: base.sendTo(activeRun, { type: 'run.admit' }),
+    clearActive: base.assign({ activeRunId: undefined, interruptingRunId: undefined }),
+    /** `interrupt`: the active run is asked to wrap up; it is cancelled after `graceMs`. */
+    recordInterrupting: base.assign({
+      graceMs: ({ event }) => startOf(event).graceMs,
+      interruptingRunId: runOf,
+    }),
+    interruptActive: base.sendTo(activeRun, {
+      type: 'run.interrupt',
+      message: 'interrupted by a newer run',
+      cause: 'interrupt',
+    }),
+    clearInterrupting: base.assign({ interruptingRunId: undefined }),
+    /** The `interrupt` strategy's grace is over: the active run is cancelled. */
+    cancelActiveAfterGrace: base.sendTo(
+      activeRun,
+      cancelEvent(
+        CancelMode.Immediate,
+        undefined,
+        'cancel',
+        'interrupted by a newer run; grace period over',
+      ),
+    ),
+    /** `preempt`: every queued run is cancelled at once. */
+    cancelQueued: base.enqueueActions(({ context, enqueue }) => {
+      for (const runId of context.queue.toArray()) {
+        enqueue.sendTo(
+          runId,
+          cancelEvent(CancelMode.Immediate, undefined, 'preempt', 'preempted by a newer run'),
+        );
+      }
+    }),
+    /** `preempt`: the active run is cancelled at its next safe point, escalating after `graceMs`. */
+    preemptActive: base.sendTo(activeRun, ({ event }) => {
+      const { at, graceMs } = startOf(event);
+      return cancelEvent(
+        CancelMode.AnySafePoint,
+        at + graceMs,
+        'preempt',
+        'preempted by a newer run',
+      );
+    }),
+  },
+});
+
+/** The session machine definition; bind its actors and actions with `sessionMachine.provide(...)`. */
+export const sessionMachine = sessionSetup.createMachine({
   id: 'session',
   initial: 'idle',
   context: ({ input }) => ({
     ownerId: input.ownerId,
     sessionId: input.sessionId,
+    maxQueuedRuns: input.maxQueuedRuns,
+    runCount: 0,
     queue: new RunQueue(),
     activeRunId: undefined,
     graceMs: 0,
     interruptingRunId: undefined,
   }),
+  on: {
+    'session.prepare': { guard: 'hasRoom', actions: ['spawnRun', 'countRunSpawned'] },
+    // A run that never became active (prepared, or queued) ended: it just leaves.
+    'xstate.done.actor.*': { actions: ['forgetRun', 'stopEndedRun'] },
+    'xstate.error.actor.*': { actions: ['reportError', 'forgetRun', 'stopEndedRun'] },
+  },
   states: {
     idle: {
       on: {
-        'session.enqueue': [
+        'session.start': [
           {
             // The common case: a free slot, so the run is admitted in this very step.
             guard: 'slotFree',
             target: 'active',
-            actions: [
-              'takeSlot',
-              assign({ activeRunId: ({ event }) => event.runId }),
-              { type: 'admitRun', params: ({ event }) => event.runId },
-            ],
+            actions: ['takeSlot', 'setActiveToStarted', 'admitStarted'],
           },
-          { target: 'admitting', actions: 'addToQueue' },
+          { target: 'waiting', actions: ['addStartedToQueue', 'tellQueued'] },
         ],
       },
     },
-    admitting: {
+    waiting: {
       entry: 'requestSlot',
       on: {
-        'session.enqueue': [
+        'session.start': [
+          { guard: { type: 'strategyIs', params: 'reject' }, actions: 'rejectStarted' },
+          {
+            guard: { type: 'strategyIs', params: 'interrupt' },
+            actions: ['addStartedToQueueFront', 'tellQueued'],
+          },
           {
             guard: { type: 'strategyIs', params: 'preempt' },
-            actions: [cancelQueued, 'addToQueue'],
+            actions: ['cancelQueued', 'addStartedToQueue', 'tellQueued'],
           },
-          { actions: 'addToQueue' },
-        ],
-        'session.dequeue': [
-          {
-            guard: ({ context, event }) =>
-              context.queue.size === 1 && context.queue.has(event.runId),
-            target: 'idle',
-            actions: ['removeFromQueue', 'withdrawSlotRequest'],
-          },
-          { actions: 'removeFromQueue' },
+          { actions: ['addStartedToQueue', 'tellQueued'] },
         ],
         'session.slot_granted': [
           { guard: 'queueEmpty', target: 'idle', actions: 'releaseSlot' },
+          { target: 'active', actions: ['admitHead', 'admitActive'] },
+        ],
+        'xstate.done.actor.*': [
           {
-            target: 'active',
-            actions: [
-              'admitHead',
-              { type: 'admitRun', params: ({ context }) => context.activeRunId ?? '' },
-            ],
+            guard: 'isLastQueued',
+            target: 'idle',
+            actions: ['forgetRun', 'stopEndedRun', 'withdrawSlotRequest'],
           },
+          { actions: ['forgetRun', 'stopEndedRun'] },
+        ],
+        'xstate.error.actor.*': [
+          {
+            guard: 'isLastQueued',
+            target: 'idle',
+            actions: ['reportError', 'forgetRun', 'stopEndedRun', 'withdrawSlotRequest'],
+          },
+          { actions: ['reportError', 'forgetRun', 'stopEndedRun'] },
         ],
       },
     },
     active: {
       initial: 'running',
       on: {
-        'session.dequeue': { actions: 'removeFromQueue' },
-        'session.run_settled': [
+        'xstate.done.actor.*': [
           {
-            guard: and(['isActiveRun', 'queueEmpty']),
-            actions: ['clearActive', 'releaseSlot'],
+            guard: 'isActiveRunWithEmptyQueue',
             target: 'idle',
+            actions: ['clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
           },
           {
             guard: 'isActiveRun',
-            actions: ['clearActive', 'releaseSlot'],
-            target: 'admitting',
+            target: 'waiting',
+            actions: ['clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
           },
+          { actions: ['forgetRun', 'stopEndedRun'] },
+        ],
+        'xstate.error.actor.*': [
+          {
+            guard: 'isActiveRunWithEmptyQueue',
+            target: 'idle',
+            actions: ['reportError', 'clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+          },
+          {
+            guard: 'isActiveRun',
+            target: 'waiting',
+            actions: ['reportError', 'clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+          },
+          { actions: ['reportError', 'forgetRun', 'stopEndedRun'] },
         ],
       },
       states: {
         running: {
           on: {
-            'session.enqueue': [
+            'session.start': [
+              { guard: { type: 'strategyIs', params: 'reject' }, actions: 'rejectStarted' },
               {
                 guard: { type: 'strategyIs', params: 'interrupt' },
                 target: 'interrupting',
                 actions: [
-                  'addToQueueFront',
-                  assign({
-                    graceMs: ({ event }) => event.graceMs,
-                    interruptingRunId: ({ event }) => event.runId,
-                  }),
-                  { type: 'interruptRun', params: ({ context }) => context.activeRunId ?? '' },
+                  'addStartedToQueueFront',
+                  'tellQueued',
+                  'recordInterrupting',
+                  'interruptActive',
                 ],
               },
               {
                 guard: { type: 'strategyIs', params: 'preempt' },
-                actions: [cancelQueued, preemptActive, 'addToQueue'],
+                actions: ['cancelQueued', 'preemptActive', 'addStartedToQueue', 'tellQueued'],
               },
-              { actions: 'addToQueue' },
+              { actions: ['addStartedToQueue', 'tellQueued'] },
             ],
           },
         },
         interrupting: {
           after: {
-            grace: {
-              target: 'running',
-              actions: {
-                type: 'cancelRuns',
-                params: ({ context }) => ({
-                  runIds: context.activeRunId === undefined ? [] : [context.activeRunId],
-                  mode: CancelMode.Immediate,
-                  timeoutMs: undefined,
-                  cause: 'cancel' as const,
-                  reason: 'interrupted by a newer run; grace period over',
-                }),
-              },
-            },
+            grace: { target: 'running', actions: 'cancelActiveAfterGrace' },
           },
           on: {
-            'session.enqueue': [
+            'session.start': [
+              { guard: { type: 'strategyIs', params: 'reject' }, actions: 'rejectStarted' },
               {
                 guard: { type: 'strategyIs', params: 'interrupt' },
-                actions: [
-                  'addToQueueFront',
-                  assign({ interruptingRunId: ({ event }) => event.runId }),
-                ],
+                actions: ['addStartedToQueueFront', 'tellQueued', 'recordInterrupting'],
               },
               {
                 guard: { type: 'strategyIs', params: 'preempt' },
-                actions: [cancelQueued, preemptActive, 'addToQueue'],
+                actions: ['cancelQueued', 'preemptActive', 'addStartedToQueue', 'tellQueued'],
               },
-              { actions: 'addToQueue' },
+              { actions: ['addStartedToQueue', 'tellQueued'] },
             ],
-            // The newer run was cancelled while waiting: nothing asks for the active run's end.
-            'session.dequeue': {
-              guard: ({ context, event }) => event.runId === context.interruptingRunId,
+            // The newer run ended while waiting: nothing asks for the active run's end.
+            'xstate.done.actor.*': {
+              guard: 'isInterruptingRun',
               target: 'running',
-              actions: ['removeFromQueue', assign({ interruptingRunId: undefined })],
+              actions: ['forgetRun', 'stopEndedRun', 'clearInterrupting'],
+            },
+            'xstate.error.actor.*': {
+              guard: 'isInterruptingRun',
+              target: 'running',
+              actions: ['reportError', 'forgetRun', 'stopEndedRun', 'clearInterrupting'],
             },
           },
         },

@@ -12,6 +12,7 @@ export type RunplaneErrorCode =
   | 'RUN_CANCELLED'
   | 'RUN_TIMEOUT'
   | 'SESSION_BUSY'
+  | 'SESSION_QUEUE_FULL'
   | 'NOT_FOUND'
   | 'INVALID_ARGUMENT'
   | 'LATE_ITEMS_TAKEN'
@@ -101,6 +102,30 @@ export class SessionBusyError extends RunplaneError {
     super(
       'SESSION_BUSY',
       `session ${sessionId} is busy with run ${activeRunId ?? '(queued work)'}`,
+    );
+  }
+}
+
+/**
+ * A session (or a parent run, for nested runs) already holds its cap of runs that have not
+ * settled: prepared, queued and running ones. Code `SESSION_QUEUE_FULL`.
+ *
+ * @remarks Every run is a child actor of its session, and XState copies a parent's children on
+ * every spawn and stop: the cap (`maxQueuedRuns`) keeps a run's cost flat (README "Limits").
+ */
+export class SessionQueueFullError extends RunplaneError {
+  constructor(
+    readonly sessionId: string,
+    /** The cap that was reached. */
+    readonly maxQueuedRuns: number,
+    /** For a nested run: the parent run whose cap was reached. */
+    readonly parentRunId?: string,
+  ) {
+    super(
+      'SESSION_QUEUE_FULL',
+      parentRunId === undefined
+        ? `session ${sessionId} already holds ${maxQueuedRuns} runs that have not settled; wait for one to end`
+        : `run ${parentRunId} already holds ${maxQueuedRuns} nested runs that have not settled; wait for one to end`,
     );
   }
 }

@@ -8,7 +8,6 @@
  * @module
  */
 import type { AnyEventObject } from 'xstate';
-import { getInspectedParent } from './actor-parents.js';
 import type { TimelineActorKind } from './timeline-transition.js';
 
 /** Who an actor is on the timeline. */
@@ -46,6 +45,13 @@ export interface TimelineProfile {
    */
   cause(step: TimelineStep): string | undefined;
   /**
+   * The path the timeline shows for the actor's dotted state `path`. @default the path itself
+   *
+   * @remarks A run shows its status: its actor's final state `settled` (reached once the agent
+   * and nested runs settled) reads as the terminal status it settled in.
+   */
+  statePath?(path: string, context: Readonly<Record<string, unknown>>): string;
+  /**
    * Whether a step that changed the state is recorded. @default every state change
    *
    * @remarks The actor's `from` always stays true: a skipped step still moves it.
@@ -70,14 +76,20 @@ export function toSessionKey(ownerId: string, sessionId: string): string {
 
 const runProfile: TimelineProfile = {
   actor: 'run',
-  identify(context, actorRef) {
+  statePath(path, context) {
+    if (path !== 'settled' && path !== 'CANCELLED.draining') return path;
+    const status = str(context.status) ?? 'CANCELLED';
+    if (status !== 'CANCELLED') return status;
+    return context.executor === 'abandoned' ? 'CANCELLED.abandoned' : 'CANCELLED.settled';
+  },
+  identify(context) {
     const runId = str(context.runId);
     const ownerId = str(context.ownerId);
     const sessionId = str(context.sessionId);
     if (runId === undefined || ownerId === undefined || sessionId === undefined) return undefined;
     return {
       id: runId,
-      parentId: getInspectedParent(actorRef) ?? toSessionKey(ownerId, sessionId),
+      parentId: str(context.parentRunId) ?? toSessionKey(ownerId, sessionId),
       ownerId,
     };
   },
@@ -116,7 +128,7 @@ const sessionProfile: TimelineProfile = {
     return { id: toSessionKey(ownerId, sessionId), parentId: null, ownerId };
   },
   cause({ event, from, to }) {
-    if (event.type === 'session.enqueue') {
+    if (event.type === 'session.start') {
       const { strategy } = event as { strategy?: unknown };
       if (strategy === 'preempt') return 'preempt';
       if (strategy === 'interrupt' && to === 'active.interrupting' && from !== to)
@@ -129,7 +141,7 @@ const sessionProfile: TimelineProfile = {
     return undefined;
   },
   /**
-   * The admission cycle (`admitting` ⇄ `active.running`, once per run) is left out: each run's
+   * The admission cycle (`waiting` ⇄ `active.running`, once per run) is left out: each run's
    * own `QUEUED → RUNNING` line (`run.admit`) records that moment, and two session lines per run
    * would be a third of a trace. Kept: the first line, entering or leaving `idle` or
    * `active.interrupting`, and every step with a cause.
@@ -160,7 +172,7 @@ const turnLoopProfile: TimelineProfile = {
     const sessionId = str(context.sessionId);
     const session =
       ownerId !== undefined && sessionId !== undefined ? toSessionKey(ownerId, sessionId) : null;
-    return { id, parentId: getInspectedParent(actorRef) ?? session, ownerId };
+    return { id, parentId: session, ownerId };
   },
   cause({ event }) {
     if (event.type.includes('preempt')) return 'preempt';

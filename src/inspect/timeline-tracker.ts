@@ -107,13 +107,15 @@ export function createTimelineTracker(options: {
     if (snapshot.status !== 'active' && snapshot.status !== 'done') return; // stopped, error
     const track = trackOf(actorRef, snapshot);
     if (track === null) return;
-    const to = toStatePath(snapshot.value);
+    const path = toStatePath(snapshot.value);
+    const context = (snapshot.context ?? {}) as Record<string, unknown>;
+    const to = track.profile.statePath?.(path, context) ?? path;
     const from = track.state ?? null;
     const took = track.tookTransition;
     track.tookTransition = false;
     track.state = to;
     if (from === to && !took) return;
-    const step = { event, from, to, context: (snapshot.context ?? {}) as Record<string, unknown> };
+    const step = { event, from, to, context };
     const cause = track.profile.cause(step);
     if (from === to ? cause === undefined : track.profile.keep?.(step, cause) === false) return;
     listener(

@@ -148,7 +148,10 @@ function startRun(world: RaceWorld, record: RunRecord): void {
   const active = activeId === undefined ? undefined : world.records.get(activeId);
   const queued = session.queuedRunIds.flatMap((id) => world.records.get(id) ?? []);
   if (statusBefore === 'CREATED' && !wasStarted) {
-    record.jumpsQueue = record.strategy === 'interrupt' && active !== undefined;
+    // Interrupt goes first in line whenever the session is busy: an active run, or runs
+    // already waiting for a runtime slot (`maxConcurrentRuns`).
+    record.jumpsQueue =
+      record.strategy === 'interrupt' && (active !== undefined || queued.length > 0);
     if (record.strategy === 'interrupt' && active !== undefined) {
       licenceAll([active], 'interrupt');
       licenceAll([active], 'cancel');

@@ -50,8 +50,8 @@ export interface RunRecord {
   /** Statuses in the order the event log reported them. */
   readonly statuses: RunStatus[];
   /**
-   * Started with the `interrupt` strategy while its session had an active run: it goes first in
-   * line instead of last (DESIGN.md §6: interrupt the active run, then run the new one).
+   * Started with the `interrupt` strategy while its session was busy (an active run, or runs waiting for a runtime slot): it goes first in
+   * line instead of last (README "The controls": interrupt the active run, then run the new one).
    */
   jumpsQueue: boolean;
   admitted: boolean;

@@ -34,7 +34,7 @@ import {
 import { guardInspect } from '../guard-inspect.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent } from '../run/agent.js';
-import type { AgentRun } from '../run/agent-run.js';
+import { executorOf, type AgentRun } from '../run/agent-run.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
 import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
 import {
@@ -390,7 +390,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
   };
 
   const cancelNow = (run: AgentRun<unknown>, reason: string) =>
-    run.cancelWith({
+    executorOf(run).cancelWith({
       mode: CancelMode.Immediate,
       deadlineAt: undefined,
       recursive: true,
@@ -425,7 +425,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
     let endedByHandler = false;
 
     receive(({ request, by }) => {
-      if (run === undefined || !run.cancelWith(request).contributed) return;
+      if (run === undefined || !executorOf(run).cancelWith(request).contributed) return;
       if (by === 'preempt') {
         preemptContributed = true;
         // Listeners run after this loop step, so they may push.

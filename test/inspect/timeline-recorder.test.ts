@@ -34,11 +34,12 @@ describe('createTimelineRecorder', () => {
       [10, 'CREATED', 'RUNNING.working', 'run.start', null],
       [210, 'RUNNING.working', 'COMPLETED', 'agent.done', null],
     ]);
-    // An idle session with a free slot admits in the same step as the enqueue.
+    // The session actor exists from the run's prepare (it spawns the run); an idle session with
+    // a free slot admits in the same step as the start, and is idle again when its run settles.
     expect(pathOf(all, 'alice/chat-1')).toEqual([
-      [10, null, 'idle', 'xstate.init', null],
-      [10, 'idle', 'active.running', 'session.enqueue', null],
-      [210, 'active.running', 'idle', 'session.run_settled', null],
+      [0, null, 'idle', 'xstate.init', null],
+      [10, 'idle', 'active.running', 'session.start', null],
+      [210, 'active.running', 'idle', 'xstate.done.actor.r1', null],
     ]);
     expect(all.filter((t) => t.actor === 'run').every((t) => t.parentId === 'alice/chat-1')).toBe(
       true,
@@ -46,7 +47,11 @@ describe('createTimelineRecorder', () => {
     expect(all.find((t) => t.actor === 'session')?.parentId).toBeNull();
     // Compact on disk: no null fields, parentId on the first line only.
     const lines = trace().trimEnd().split('\n');
+    // The session's actor exists first: it spawns the run.
     expect(lines[0]).toBe(
+      '{"t":0,"actor":"session","id":"alice/chat-1","to":"idle","event":"xstate.init"}',
+    );
+    expect(lines[1]).toBe(
       '{"t":0,"actor":"run","id":"r1","parentId":"alice/chat-1","to":"CREATED","event":"xstate.init"}',
     );
     expect(lines.filter((line) => line.includes('"parentId"'))).toHaveLength(1); // sessions have none
@@ -139,7 +144,7 @@ describe('createTimelineRecorder', () => {
       50,
       'active.running',
       'active.running',
-      'session.enqueue',
+      'session.start',
       'preempt',
     ]);
     expect(pathOf(all, 'p2').slice(2)).toEqual([
@@ -183,7 +188,7 @@ describe('createTimelineRecorder', () => {
       10,
       'active.running',
       'active.interrupting',
-      'session.enqueue',
+      'session.start',
       'interrupt',
     ]);
     expect(session).toContainEqual([
@@ -320,6 +325,7 @@ describe('createTimelineRecorder', () => {
     // Epoch-sized timestamps, as with the system clock; 100 sessions of 100 queued runs each.
     const { runtime, advance, trace, transitions } = createRecordedRuntime({
       startAt: 1_750_000_000_000,
+      maxQueuedRuns: 100,
     });
     const runs = [];
     for (let i = 0; i < 10_000; i++) {

@@ -7,9 +7,9 @@ import { createActor, SimulatedClock } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
 import { fromClockTimer } from '../../machines/clock-timer.js';
-import { runMachine } from '../../machines/run.machine.js';
+import { provideNestedRuns, runMachine } from '../../machines/run.machine.js';
 
-const input = { runId: 'r1', ownerId: 'o', sessionId: 's', unwindTimeoutMs: 100 };
+const input = { runId: 'r1', ownerId: 'o', sessionId: 's', unwindTimeoutMs: 100, maxNestedRuns: 4 };
 const cancel = (overrides: Partial<CancelRequest> = {}) => ({
   type: 'run.cancel' as const,
   request: {
@@ -34,18 +34,38 @@ describe('run machine', () => {
   it('CREATED → QUEUED → RUNNING → COMPLETED', () => {
     const { actor } = start();
     expect(actor.getSnapshot().value).toBe('CREATED');
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     expect(actor.getSnapshot().value).toBe('QUEUED');
     actor.send({ type: 'run.admit' });
     expect(actor.getSnapshot().value).toEqual({ RUNNING: 'working' });
     actor.send({ type: 'agent.done', output: 42 });
-    expect(actor.getSnapshot().value).toBe('COMPLETED');
-    expect(actor.getSnapshot().context.output).toBe(42);
+    // The status turns terminal and, with the executor settled and no nested run, the actor
+    // reaches its final state with the outcome as its output.
+    expect(actor.getSnapshot().context.status).toBe('COMPLETED');
+    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().output).toEqual({
+      status: 'COMPLETED',
+      output: 42,
+      interrupted: false,
+    });
+  });
+
+  it('a run admitted as it starts passes QUEUED in the same step', () => {
+    const { actor } = start();
+    actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
+    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'working' });
+  });
+
+  it('a run the session rejects is CANCELLED at once, never QUEUED', () => {
+    const { actor } = start();
+    actor.send({ type: 'run.start', at: 0, verdict: 'rejected' });
+    expect(actor.getSnapshot().context).toMatchObject({ status: 'CANCELLED', rejected: true });
+    expect(actor.getSnapshot().status).toBe('done');
   });
 
   it('the first terminal state wins: later events are ignored', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send({ type: 'agent.error', error: new Error('x') });
     const failed = actor.getSnapshot();
@@ -57,43 +77,47 @@ describe('run machine', () => {
     ]) {
       actor.send(event);
     }
-    expect(actor.getSnapshot().value).toBe('FAILED');
-    expect(actor.getSnapshot().context).toEqual(failed.context);
+    expect(failed.status).toBe('done');
+    expect(actor.getSnapshot()).toBe(failed);
+    expect(failed.output).toMatchObject({ status: 'FAILED' });
   });
 
   it('an immediate cancel while RUNNING unwinds until the agent settles', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel());
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
+    expect(actor.getSnapshot().context.status).toBe('CANCELLED'); // terminal at once…
     actor.send({ type: 'agent.error', error: new Error('aborted') });
-    expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'settled' });
-    expect(actor.getSnapshot().context.cause).toBe('cancel');
+    expect(actor.getSnapshot().status).toBe('done'); // …final once the agent settled
+    expect(actor.getSnapshot().output).toMatchObject({ status: 'CANCELLED', cause: 'cancel' });
   });
 
   it('an executor that never settles is abandoned after unwindTimeoutMs', () => {
     const { actor, clock } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel());
     clock.increment(99);
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
     clock.increment(1);
-    expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'abandoned' });
-    expect(actor.getSnapshot().context.unsettled).toBe(true);
+    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().context.executor).toBe('abandoned');
+    expect(actor.getSnapshot().output).toMatchObject({ status: 'CANCELLED', unsettled: true });
   });
 
   it('a cancel before RUNNING settles at once (no executor to wait for)', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send(cancel({ mode: CancelMode.AfterToolCalls }));
-    expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'settled' });
+    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().output).toMatchObject({ status: 'CANCELLED', unsettled: false });
   });
 
   it('safe point: only a matching kind lands; the pending request is kept', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: false }));
     expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
@@ -106,7 +130,7 @@ describe('run machine', () => {
 
   it('a safe point without a pending cancel changes nothing', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     const before = actor.getSnapshot();
     actor.send({ type: 'run.safe_point', kind: 'afterToolCalls' });
@@ -115,7 +139,7 @@ describe('run machine', () => {
 
   it('cancelSeq counts only the requests that contributed', () => {
     const { actor } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
@@ -128,18 +152,18 @@ describe('run machine', () => {
   it('the total deadline is absolute from run.start and includes queue time', () => {
     const { actor, clock } = start({ timeoutMs: 300 });
     clock.increment(1_000); // CREATED time does not count
-    actor.send({ type: 'run.start', at: clock.now() });
+    actor.send({ type: 'run.start', at: clock.now(), verdict: 'queued' });
     expect(actor.getSnapshot().context.deadlineAt).toBe(1_300);
     clock.increment(299);
     expect(actor.getSnapshot().value).toBe('QUEUED');
     clock.increment(1);
-    expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'settled' });
-    expect(actor.getSnapshot().context.cause).toBe('timeout');
+    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().output).toMatchObject({ status: 'CANCELLED', cause: 'timeout' });
   });
 
   it('a later, earlier escalation deadline re-arms the timer', () => {
     const { actor, clock } = start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterChatModel, deadlineAt: 1_000, recursive: false }));
     actor.send(cancel({ mode: CancelMode.AfterChatModel, deadlineAt: 200, recursive: false }));
@@ -157,7 +181,7 @@ describe('run machine', () => {
     });
     const actor = createActor(machine, { input: { ...input, timeoutMs: 1_000 }, clock });
     actor.start();
-    actor.send({ type: 'run.start', at: 0 });
+    actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
     expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
@@ -165,5 +189,41 @@ describe('run machine', () => {
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
     expect(aborts).toEqual(['timeout']);
     expect(actor.getSnapshot().context.cause).toBe('timeout');
+  });
+
+  it('a run that turns terminal cancels its nested runs and settles only after them', () => {
+    const clock = new SimulatedClock();
+    const machine = runMachine.provide({ actors: { timer: fromClockTimer(clock) } });
+    // Nested runs are this very machine (the runtime binds it with provideNestedRuns).
+    provideNestedRuns(machine);
+    const actor = createActor(machine, { input, clock });
+    actor.start();
+    actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
+    actor.send({ type: 'run.spawn', runId: 'n1', timeoutMs: undefined, at: 0 });
+    const nested = actor.system.get('run:n1');
+    expect(nested?.getSnapshot().value).toEqual({ RUNNING: 'working' });
+    actor.send({ type: 'agent.done', output: 'parent done' });
+    // The parent's status is COMPLETED, but it waits for the nested run it just cancelled.
+    expect(actor.getSnapshot().context.status).toBe('COMPLETED');
+    expect(actor.getSnapshot().status).toBe('active');
+    expect(nested?.getSnapshot().context.status).toBe('CANCELLED');
+    nested?.send({ type: 'agent.error', error: new Error('aborted') });
+    expect(actor.getSnapshot().status).toBe('done');
+    expect(actor.getSnapshot().context.nestedRunIds).toEqual([]);
+  });
+
+  it('a recursive cancel flows down to nested runs inside the chart; the nested-run cap holds', () => {
+    const clock = new SimulatedClock();
+    const machine = provideNestedRuns(
+      runMachine.provide({ actors: { timer: fromClockTimer(clock) } }),
+    );
+    const actor = createActor(machine, { input: { ...input, maxNestedRuns: 1 }, clock });
+    actor.start();
+    actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
+    actor.send({ type: 'run.spawn', runId: 'n1', timeoutMs: undefined, at: 0 });
+    actor.send({ type: 'run.spawn', runId: 'n2', timeoutMs: undefined, at: 0 });
+    expect(actor.system.get('run:n2')).toBeUndefined(); // over the cap: not spawned
+    actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: true }));
+    expect(actor.system.get('run:n1')?.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
   });
 });

@@ -4,7 +4,12 @@
  */
 import type { StateValue } from 'xstate';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
-import { runMachine, type RunMachineEvent } from '../../machines/run.machine.js';
+import { runMachine } from '../../machines/run.machine.js';
+import type { EventFromLogic } from 'xstate';
+
+/** Every event the run machine takes, its children's ends included. */
+export type RunModelEvent = EventFromLogic<typeof runMachine>;
+type RunMachineEvent = RunModelEvent;
 import { isCancellation, RunCancelledError, type RunOutcome } from '../../src/index.js';
 import { getStatePaths } from '../../src/testing/index.js';
 
@@ -19,6 +24,7 @@ export const runInput = {
   sessionId: 's',
   unwindTimeoutMs: UNWIND_MS,
   timeoutMs: TIMEOUT_MS,
+  maxNestedRuns: 4,
 };
 
 /** One shared error object, so that the model's `context.error` and the real one are identical. */
@@ -44,9 +50,9 @@ const request = (mode: number, deadlineAt?: number): CancelRequest => ({
 
 /** Every event the run machine knows, with the payloads the tests use (times are absolute ms). */
 export const runEvents: readonly RunMachineEvent[] = [
-  { type: 'run.start', at: 0 },
+  { type: 'run.start', at: 0, verdict: 'queued' },
   // Started into a session with a free slot: admitted in the same step.
-  { type: 'run.start', at: 0, admitted: true },
+  { type: 'run.start', at: 0, verdict: 'admitted' },
   { type: 'run.admit' },
   { type: 'run.cancel', request: request(CancelMode.Immediate) },
   { type: 'run.cancel', request: request(CancelMode.AfterChatModel) },
@@ -63,8 +69,8 @@ export const runEvents: readonly RunMachineEvent[] = [
   unwindEvent as unknown as RunMachineEvent,
 ];
 
-export const topOf = (snapshot: RunSnapshot): string =>
-  typeof snapshot.value === 'string' ? snapshot.value : Object.keys(snapshot.value)[0]!;
+/** The run's status (terminal at once; the actor's final state is `settled`). */
+export const topOf = (snapshot: RunSnapshot): string => snapshot.context.status;
 
 const modeName = (mode: number): string =>
   ({ 0: 'immediate', 1: 'afterChatModel', 2: 'afterToolCalls', 3: 'anySafePoint' })[mode] ??
@@ -77,7 +83,7 @@ export function describeRunEvent(event: RunMachineEvent): string {
       return `run.cancel(${modeName(mode)}${deadlineAt === undefined ? '' : `,escalate@${deadlineAt}`})`;
     }
     case 'run.start':
-      return event.admitted === true ? 'run.start(admitted)' : 'run.start';
+      return event.verdict === 'admitted' ? 'run.start(admitted)' : 'run.start';
     case 'run.safe_point':
       return `run.safe_point(${event.kind})`;
     case 'run.interrupt':
@@ -94,7 +100,11 @@ const leaf = (value: StateValue): string => {
   return paths.filter((p) => !paths.some((o) => o.startsWith(`${p}.`))).join('|');
 };
 
-export const describeRunState = (snapshot: RunSnapshot): string => leaf(snapshot.value);
+/** The state, and for the final state the status it settled in: `settled(COMPLETED)`. */
+export const describeRunState = (snapshot: RunSnapshot): string =>
+  snapshot.status === 'done'
+    ? `settled(${snapshot.context.status}${snapshot.context.executor === 'abandoned' ? ',abandoned' : ''})`
+    : leaf(snapshot.value);
 
 /** Whether the agent is executing in this state (so it can reach a safe point or settle). */
 const executing = (snapshot: RunSnapshot): boolean =>
@@ -143,32 +153,31 @@ export function serializeRunState(snapshot: RunSnapshot): string {
     c.executor,
     c.cause,
     c.escalated,
-    c.unsettled,
     c.output,
     c.error === undefined ? undefined : 'error',
   ]);
 }
 
-export const isSettledState = (snapshot: RunSnapshot): boolean =>
-  snapshot.matches('COMPLETED') ||
-  snapshot.matches('FAILED') ||
-  snapshot.matches({ CANCELLED: 'settled' }) ||
-  snapshot.matches({ CANCELLED: 'abandoned' });
+/** The run actor reached its final state: its agent (and any nested run) settled. */
+export const isSettledState = (snapshot: RunSnapshot): boolean => snapshot.status === 'done';
 
-/** The outcome `run.termination` must resolve with once the run settled in this state. */
+/**
+ * The outcome `run.termination` must resolve with once the run settled in this state, written
+ * from the README's rules (not read from the machine's output).
+ */
 export function outcomeOf(snapshot: RunSnapshot): RunOutcome | undefined {
   if (!isSettledState(snapshot)) return undefined;
   const c = snapshot.context;
-  if (snapshot.matches('COMPLETED')) {
+  if (c.status === 'COMPLETED') {
     return { status: 'COMPLETED', output: c.output, interrupted: c.interruptRequested };
   }
-  if (snapshot.matches('FAILED')) return { status: 'FAILED', error: c.error };
+  if (c.status === 'FAILED') return { status: 'FAILED', error: c.error };
   return {
     status: 'CANCELLED',
     cause: c.cause ?? 'cancel',
     reason: c.cancel?.reason,
     escalated: c.escalated,
-    unsettled: c.unsettled,
+    unsettled: c.executor === 'abandoned',
   };
 }
 

@@ -324,8 +324,8 @@ describe('hardening', () => {
   it('a newer run cancelled by what its own enqueue set off leaves the queue and spares the active run', async () => {
     const { runtime, clock } = createTestRuntime();
     const later: { newer?: AgentRun<unknown> } = {};
-    // The active run withdraws the newer one as soon as it hears of the interrupt (synchronously,
-    // inside the session's enqueue of the newer run, while that run is still CREATED).
+    // The active run withdraws the newer one as soon as it hears of the interrupt (its interrupt
+    // signal fires once the step of the newer run's start is over, the newer run just queued).
     const active = runtime.prepare({
       ...owner,
       input: 'a',
@@ -350,6 +350,7 @@ describe('hardening', () => {
     });
     later.newer = newer;
     newer.start();
+    await tick();
     expect(newer.status).toBe('CANCELLED');
     expect(runtime.session('alice', 's1').queuedRunIds).toEqual([]);
     clock.increment(10); // the grace period: nobody waits for the active run to end any more

@@ -369,7 +369,8 @@ describe('session admission', () => {
   });
 
   it('a cancelled queued run is removed in O(1) and admission order stays FIFO over a long queue', async () => {
-    const { runtime } = createTestRuntime();
+    // A long queue needs a cap above it (the default keeps a run's cost flat: README "Limits").
+    const { runtime } = createTestRuntime({ maxQueuedRuns: 501 });
     const order: number[] = [];
     const agent = {
       execute: async (i: number) => {
@@ -380,7 +381,7 @@ describe('session admission', () => {
     const gate = gatedAgent();
     const head = runtime.prepare({ ...owner, agent: gate.agent, input: -1 });
     head.start();
-    const runs = Array.from({ length: 2_000 }, (_, i) =>
+    const runs = Array.from({ length: 500 }, (_, i) =>
       runtime.prepare({ ...owner, agent, input: i }),
     );
     for (const run of runs) run.start();

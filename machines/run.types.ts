@@ -1,0 +1,128 @@
+/**
+ * The run machine's types: its input, context, events and output (docs/architecture.md, "A
+ * run's life").
+ *
+ * @module
+ */
+import type { CancelCause, CancelRequest, SafePointKind } from './cancel-request.js';
+
+/** The six statuses of a run. */
+export type RunStatus = 'CREATED' | 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
+
+/** Statuses after which nothing changes any more. */
+export const terminalRunStatuses: ReadonlySet<RunStatus> = new Set([
+  'COMPLETED',
+  'FAILED',
+  'CANCELLED',
+]);
+
+/** Why an interrupt reached a RUNNING run: a user (or a newer run's strategy), or a shutdown. */
+export type InterruptCause = 'interrupt' | 'shutdown';
+
+/** What a session decided about a run that starts (see the session machine). */
+export type AdmissionVerdict = 'admitted' | 'queued' | 'rejected';
+
+/** What the run's actor is created with. */
+export interface RunMachineInput {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  /** The run that spawned this one (`ctx.spawn`); `undefined` for a session's run. */
+  readonly parentRunId?: string | undefined;
+  /** Total budget from `run.start` to a terminal status, queue time included (ms). */
+  readonly timeoutMs?: number | undefined;
+  /** How long a cancelled executor may take to settle before it is abandoned (ms). */
+  readonly unwindTimeoutMs: number;
+  /** Cap on nested runs of this run that have not settled. */
+  readonly maxNestedRuns: number;
+}
+
+/** Everything the run machine remembers. */
+export interface RunMachineContext {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  readonly parentRunId: string | undefined;
+  readonly timeoutMs: number | undefined;
+  readonly unwindTimeoutMs: number;
+  readonly maxNestedRuns: number;
+  /**
+   * The status a user sees. It turns terminal at once; the machine reaches its final state
+   * (`settled`) only once the executor and every nested run have settled.
+   */
+  readonly status: RunStatus;
+  /** Absolute time (clock ms) of the total deadline, set by `run.start`. */
+  readonly deadlineAt: number | undefined;
+  /** The merge of every cancel request so far (pending while RUNNING.cancelling). */
+  readonly cancel: CancelRequest | undefined;
+  /** Counts the cancel requests that changed something; lets a caller tell `contributed`. */
+  readonly cancelSeq: number;
+  readonly interruptRequested: boolean;
+  readonly interruptMessage: string | undefined;
+  /** Who interrupted the RUNNING run (the first interrupt's cause). */
+  readonly interruptCause: InterruptCause | undefined;
+  /** The session refused the run (`reject` strategy while busy). */
+  readonly rejected: boolean;
+  /** The session admitted the run (at its start, or when its turn came). */
+  readonly admitted: boolean;
+  /**
+   * The agent executor: `idle` (never started: a run cancelled before RUNNING has none),
+   * `running`, `settled` (it returned or threw) or `abandoned` (past `unwindTimeoutMs`).
+   */
+  readonly executor: 'idle' | 'running' | 'settled' | 'abandoned';
+  /** Set on entering CANCELLED. */
+  readonly cause: CancelCause | undefined;
+  /** A safe-point cancel that hit its deadline, or an immediate cancel that overrode one. */
+  readonly escalated: boolean;
+  readonly output: unknown;
+  readonly error: unknown;
+  /** Ids of the nested runs (child actors) that have not reached their final state. */
+  readonly nestedRunIds: readonly string[];
+  /** Counts escalation timers, so each gets a fresh child id. */
+  readonly timerSeq: number;
+}
+
+/** Events the run machine accepts. Times are absolute clock milliseconds. */
+export type RunMachineEvent =
+  /** From the session: the run starts, with the session's verdict on it. */
+  | { type: 'run.start'; at: number; verdict: AdmissionVerdict }
+  /** From the session: the run's turn has come. */
+  | { type: 'run.admit' }
+  | { type: 'run.cancel'; request: CancelRequest }
+  | { type: 'run.interrupt'; message?: string | undefined; cause?: InterruptCause | undefined }
+  | { type: 'run.safe_point'; kind: SafePointKind }
+  /** From the executor (`ctx.spawn`): spawn nested run `runId` as a child and start it. */
+  | { type: 'run.spawn'; runId: string; timeoutMs: number | undefined; at: number }
+  | { type: 'run.deadline' }
+  | { type: 'run.cancel_deadline' }
+  | { type: 'agent.done'; output: unknown }
+  | { type: 'agent.error'; error: unknown };
+
+/**
+ * The settled outcome of a run: the run actor's `output` once it reaches its final state.
+ *
+ * @remarks `unsettled: true` means the agent ignored its AbortSignal for longer than
+ * `unwindTimeoutMs` and was abandoned.
+ */
+export type RunMachineOutput =
+  | { readonly status: 'COMPLETED'; readonly output: unknown; readonly interrupted: boolean }
+  | { readonly status: 'FAILED'; readonly error: unknown }
+  | {
+      readonly status: 'CANCELLED';
+      readonly cause: CancelCause;
+      readonly reason: string | undefined;
+      readonly escalated: boolean;
+      readonly unsettled: boolean;
+    };
+
+/** Parameters of the `abortExecutor` action: why the run's AbortSignal fires. */
+export interface ExecutorAbortParams {
+  readonly cause: CancelCause;
+  readonly reason: string | undefined;
+}
+
+/** Parameters of the `logStatus` action: one status change. */
+export interface StatusChange {
+  readonly from: RunStatus;
+  readonly to: RunStatus;
+}

@@ -1,0 +1,39 @@
+/**
+ * What a run's status changes write to its session's event log (README "Events"): one rule,
+ * called by the run machine's `logStatus` action.
+ *
+ * @module
+ */
+import type { RunMachineContext, StatusChange } from '../../machines/run.types.js';
+
+/**
+ * @internal Appends the events of one status change, in log order: `session.run_queued` /
+ * `session.run_started` (session runs only), `run.status {from, to}`, then `run.completed
+ * {reason}`, `run.failed {error}` or `run.cancelled {cause, escalated, reason}`.
+ *
+ * @param append - logs one event of the run
+ * @param context - the run's context as the status changes (its cause and output recorded)
+ * @param change - `{ from, to }`
+ */
+export function logStatusChange(
+  append: (type: string, payload: Record<string, unknown>) => void,
+  context: RunMachineContext,
+  { from, to }: StatusChange,
+): void {
+  const inSession = context.parentRunId === undefined;
+  if (to === 'QUEUED' && inSession) append('session.run_queued', { run_id: context.runId });
+  if (to === 'RUNNING' && inSession) append('session.run_started', { run_id: context.runId });
+  append('run.status', { from, to });
+  if (to === 'COMPLETED') {
+    append('run.completed', { reason: context.interruptRequested ? 'interrupted' : 'completed' });
+  } else if (to === 'FAILED') {
+    const { error } = context;
+    append('run.failed', { error: error instanceof Error ? error.message : String(error) });
+  } else if (to === 'CANCELLED') {
+    append('run.cancelled', {
+      cause: context.cause ?? 'cancel',
+      escalated: context.escalated,
+      reason: context.cancel?.reason ?? null,
+    });
+  }
+}
