@@ -135,26 +135,23 @@ const base = setup({
         cancel.deadlineAt !== undefined && cancel.deadlineAt !== context.cancel?.deadlineAt;
       return {
         cancel,
-        cancelSeq: context.cancelSeq + 1,
         timerSeq: rearm ? context.timerSeq + 1 : context.timerSeq,
       };
     }),
     /** Before RUNNING an interrupt is a cancel. */
     recordInterruptAsCancel: assign(({ context }) => ({
       cancel: mergeCancelRequests(context.cancel, cancelledBy('cancel', 'interrupted')),
-      cancelSeq: context.cancelSeq + 1,
     })),
     recordInterrupt: assign(({ event }) =>
       event.type === 'run.interrupt'
         ? {
             interruptRequested: true,
-            interruptMessage: event.message,
-            interruptCause: event.cause ?? 'interrupt',
+            interrupt: { message: event.message, cause: event.cause ?? 'interrupt' },
           }
         : {},
     ),
     recordRejection: assign({
-      rejected: true,
+      verdict: 'rejected' as const,
       cancel: cancelledBy('cancel', 'session busy'),
     }),
     recordTimeout: assign(({ context }) => ({
@@ -162,19 +159,30 @@ const base = setup({
       cause: 'timeout' as const,
     })),
     recordEscalation: assign({ escalated: true }),
-    recordCause: assign({
-      cause: ({ context }) => context.cause ?? context.cancel?.cause ?? 'cancel',
-    }),
-    recordOutput: assign({
-      output: ({ event }) => (event.type === 'agent.done' ? event.output : undefined),
+    /** Entering QUEUED. */
+    enterQueued: assign(({ event }) => ({
+      status: 'QUEUED' as const,
+      verdict: event.type === 'run.start' ? event.verdict : undefined,
+    })),
+    /** Entering RUNNING: the executor starts (see `startExecutor`). */
+    enterRunning: assign({ status: 'RUNNING' as const, executor: 'running' as const }),
+    /** Entering COMPLETED on the agent's result. */
+    enterCompleted: assign(({ event }) => ({
+      status: 'COMPLETED' as const,
+      output: event.type === 'agent.done' ? event.output : undefined,
       executor: 'settled' as const,
-    }),
-    recordError: assign({
-      error: ({ event }) => (event.type === 'agent.error' ? event.error : undefined),
+    })),
+    /** Entering FAILED on the agent's error. */
+    enterFailed: assign(({ event }) => ({
+      status: 'FAILED' as const,
+      error: event.type === 'agent.error' ? event.error : undefined,
       executor: 'settled' as const,
-    }),
-    recordAdmission: assign({ admitted: true }),
-    markExecutorRunning: assign({ executor: 'running' as const }),
+    })),
+    /** Entering CANCELLED: a timeout that lands while a safe-point cancel is pending keeps its own cause. */
+    enterCancelled: assign(({ context }) => ({
+      status: 'CANCELLED' as const,
+      cause: context.cause ?? context.cancel?.cause ?? 'cancel',
+    })),
     markExecutorSettled: assign({ executor: 'settled' as const }),
     markExecutorAbandoned: assign({ executor: 'abandoned' as const }),
   },
@@ -196,35 +204,45 @@ const base = setup({
       event.type === 'run.safe_point' &&
       context.cancel !== undefined &&
       isSafePointMatch(context.cancel.mode, event.kind),
-    hasNoBudget: ({ context }) => context.timeoutMs === 0,
-    hasDeadline: ({ context }) => context.timeoutMs !== undefined,
+    hasNoBudget: ({ context }) => context.limits.timeoutMs === 0,
+    hasDeadline: ({ context }) => context.limits.timeoutMs !== undefined,
     isRejected: ({ event }) => event.type === 'run.start' && event.verdict === 'rejected',
     isAdmitted: ({ event }) => event.type === 'run.start' && event.verdict === 'admitted',
     isAdmittedWithDeadline: ({ context, event }) =>
-      event.type === 'run.start' && event.verdict === 'admitted' && context.timeoutMs !== undefined,
+      event.type === 'run.start' &&
+      event.verdict === 'admitted' &&
+      context.limits.timeoutMs !== undefined,
     notYetInterrupted: ({ context }) => !context.interruptRequested,
-    hasNestedRoom: ({ context }) => context.nestedRunIds.length < context.maxNestedRuns,
-    wasAdmitted: ({ context }) => context.admitted,
+    hasNestedRoom: ({ context }) => context.nestedRunIds.length < context.limits.maxNestedRuns,
+    /** The session admitted the run as it started (so QUEUED is only passed). */
+    wasAdmitted: ({ context }) => context.verdict === 'admitted',
     noNestedRuns: ({ context }) => context.nestedRunIds.length === 0,
     /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
     isCancellationError: () => false,
   },
   delays: {
-    unwindTimeout: ({ context }) => context.unwindTimeoutMs,
+    unwindTimeout: ({ context }) => context.limits.unwindTimeoutMs,
   },
 });
 
-/** Enters status `to`: logs the change (reading the status it leaves), then records it. */
-const enterStatus = (to: RunStatus) => [
-  {
-    type: 'logStatus' as const,
-    params: ({ context }: { context: RunMachineContext }): StatusChange => ({
-      from: context.status,
-      to,
-    }),
-  },
-  base.assign({ status: to }),
-];
+/**
+ * Logs the status change into `to`, reading the status the run leaves: it comes before the
+ * entry's assign. The error of a FAILED run comes from its event (not yet in context).
+ */
+const logStatus = (to: RunStatus) => ({
+  type: 'logStatus' as const,
+  params: ({
+    context,
+    event,
+  }: {
+    context: RunMachineContext;
+    event: { type: string };
+  }): StatusChange => ({
+    from: context.status,
+    to,
+    error: event.type === 'agent.error' ? (event as { error?: unknown }).error : undefined,
+  }),
+});
 
 const runSetup = base.extend({
   actions: {
@@ -235,8 +253,8 @@ const runSetup = base.extend({
     }),
     recordDeadline: base.assign({
       deadlineAt: ({ context, event }) =>
-        event.type === 'run.start' && context.timeoutMs !== undefined
-          ? event.at + context.timeoutMs
+        event.type === 'run.start' && context.limits.timeoutMs !== undefined
+          ? event.at + context.limits.timeoutMs
           : context.deadlineAt,
     }),
     armDeadline: base.spawnChild('timer', {
@@ -276,8 +294,8 @@ const runSetup = base.extend({
           sessionId: context.sessionId,
           parentRunId: context.runId,
           timeoutMs: event.timeoutMs,
-          unwindTimeoutMs: context.unwindTimeoutMs,
-          maxNestedRuns: context.maxNestedRuns,
+          unwindTimeoutMs: context.limits.unwindTimeoutMs,
+          maxNestedRuns: context.limits.maxNestedRuns,
         },
       });
       enqueue.sendTo(event.runId, { type: 'run.start', at: event.at, verdict: 'admitted' });
@@ -311,18 +329,17 @@ export const runMachine = runSetup.createMachine({
     ownerId: input.ownerId,
     sessionId: input.sessionId,
     parentRunId: input.parentRunId,
-    timeoutMs: input.timeoutMs,
-    unwindTimeoutMs: input.unwindTimeoutMs,
-    maxNestedRuns: input.maxNestedRuns,
+    limits: {
+      timeoutMs: input.timeoutMs,
+      unwindTimeoutMs: input.unwindTimeoutMs,
+      maxNestedRuns: input.maxNestedRuns,
+    },
     status: 'CREATED',
     deadlineAt: undefined,
     cancel: undefined,
-    cancelSeq: 0,
     interruptRequested: false,
-    interruptMessage: undefined,
-    interruptCause: undefined,
-    rejected: false,
-    admitted: false,
+    interrupt: undefined,
+    verdict: undefined,
     executor: 'idle',
     cause: undefined,
     escalated: false,
@@ -347,9 +364,9 @@ export const runMachine = runSetup.createMachine({
           {
             guard: 'isAdmittedWithDeadline',
             target: 'QUEUED',
-            actions: ['recordDeadline', 'armDeadline', 'recordAdmission'],
+            actions: ['recordDeadline', 'armDeadline'],
           },
-          { guard: 'isAdmitted', target: 'QUEUED', actions: 'recordAdmission' },
+          { guard: 'isAdmitted', target: 'QUEUED' },
           { guard: 'hasDeadline', target: 'QUEUED', actions: ['recordDeadline', 'armDeadline'] },
           { target: 'QUEUED' },
         ],
@@ -358,7 +375,7 @@ export const runMachine = runSetup.createMachine({
       },
     },
     QUEUED: {
-      entry: enterStatus('QUEUED'),
+      entry: [logStatus('QUEUED'), 'enterQueued'],
       // Started into a session with a free slot: admitted in the same macrostep.
       always: { guard: 'wasAdmitted', target: 'RUNNING' },
       on: {
@@ -371,8 +388,8 @@ export const runMachine = runSetup.createMachine({
     RUNNING: {
       initial: 'working',
       entry: [
-        ...enterStatus('RUNNING'),
-        'markExecutorRunning',
+        logStatus('RUNNING'),
+        'enterRunning',
         { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
       on: {
@@ -381,8 +398,8 @@ export const runMachine = runSetup.createMachine({
           actions: ['recordInterrupt', 'signalInterrupt'],
         },
         'run.spawn': { guard: 'hasNestedRoom', actions: ['spawnNestedRun', 'recordNestedRun'] },
-        'agent.done': { target: 'COMPLETED', actions: 'recordOutput' },
-        'agent.error': { target: 'FAILED', actions: 'recordError' },
+        'agent.done': { target: 'COMPLETED' },
+        'agent.error': { target: 'FAILED' },
         'run.deadline': {
           target: 'CANCELLED.unwinding',
           actions: [
@@ -452,16 +469,15 @@ export const runMachine = runSetup.createMachine({
       },
     },
     COMPLETED: {
-      entry: [...enterStatus('COMPLETED'), 'endNestedRuns'],
+      entry: [logStatus('COMPLETED'), 'enterCompleted', 'endNestedRuns'],
       always: { guard: 'noNestedRuns', target: 'settled' },
     },
     FAILED: {
-      entry: [...enterStatus('FAILED'), 'endNestedRuns'],
+      entry: [logStatus('FAILED'), 'enterFailed', 'endNestedRuns'],
       always: { guard: 'noNestedRuns', target: 'settled' },
     },
     CANCELLED: {
-      // A timeout that lands while a safe-point cancel is pending keeps its own cause.
-      entry: ['recordCause', ...enterStatus('CANCELLED'), 'endNestedRuns'],
+      entry: [logStatus('CANCELLED'), 'enterCancelled', 'endNestedRuns'],
       // Entered at `unwinding` from RUNNING (the executor is still going), at `draining` when no
       // executor runs: never started, or it already threw the cancellation.
       initial: 'draining',

@@ -171,6 +171,12 @@ const sessionSetup = base.extend({
         return context.runCount - 1;
       },
     }),
+    /** The active run's end: the slot is free, the run forgotten (one step of context). */
+    forgetActiveRun: base.assign(({ context }) => ({
+      activeRunId: undefined,
+      interruptingRunId: undefined,
+      runCount: context.runCount - 1,
+    })),
     stopEndedRun: base.stopChild(({ event }) => endedRunId(event) ?? ''),
     reportError: base.enqueueActions(({ event, enqueue }) => {
       if (!('error' in event)) return;
@@ -202,7 +208,6 @@ const sessionSetup = base.extend({
     })),
     admitHead: base.assign({ activeRunId: ({ context }) => context.queue.shift() }),
     admitActive: base.sendTo(activeRun, { type: 'run.admit' }),
-    clearActive: base.assign({ activeRunId: undefined, interruptingRunId: undefined }),
     /** `interrupt`: the active run is asked to wrap up; it is cancelled after `graceMs`. */
     recordInterrupting: base.assign({
       graceMs: ({ event }) => startOf(event).graceMs,
@@ -324,12 +329,12 @@ export const sessionMachine = sessionSetup.createMachine({
           {
             guard: 'isActiveRunWithEmptyQueue',
             target: 'idle',
-            actions: ['clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+            actions: ['forgetActiveRun', 'releaseSlot', 'stopEndedRun'],
           },
           {
             guard: 'isActiveRun',
             target: 'waiting',
-            actions: ['clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+            actions: ['forgetActiveRun', 'releaseSlot', 'stopEndedRun'],
           },
           { actions: ['forgetRun', 'stopEndedRun'] },
         ],
@@ -337,12 +342,12 @@ export const sessionMachine = sessionSetup.createMachine({
           {
             guard: 'isActiveRunWithEmptyQueue',
             target: 'idle',
-            actions: ['reportError', 'clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+            actions: ['reportError', 'forgetActiveRun', 'releaseSlot', 'stopEndedRun'],
           },
           {
             guard: 'isActiveRun',
             target: 'waiting',
-            actions: ['reportError', 'clearActive', 'releaseSlot', 'forgetRun', 'stopEndedRun'],
+            actions: ['reportError', 'forgetActiveRun', 'releaseSlot', 'stopEndedRun'],
           },
           { actions: ['reportError', 'forgetRun', 'stopEndedRun'] },
         ],

@@ -173,7 +173,7 @@ export class RunExecutor implements RunContextHost {
 
   /** The session refused the run at its start (`reject` strategy while busy). */
   get rejected(): boolean {
-    return this.#context()?.rejected === true;
+    return this.#context()?.verdict === 'rejected';
   }
 
   /** Sends to the run's actor; a no-op once it settled (its actor is stopped). */
@@ -189,9 +189,9 @@ export class RunExecutor implements RunContextHost {
     if (terminalRunStatuses.has(this.status)) {
       return { contributed: false, outcome: Promise.resolve('ended') };
     }
-    const before = this.#context()?.cancelSeq;
+    const before = this.#context()?.cancel;
     this.send({ type: 'run.cancel', request });
-    const contributed = this.#context()?.cancelSeq !== before;
+    const contributed = this.#context()?.cancel !== before;
     return { contributed, outcome: this.#cancelOutcome() };
   }
 
@@ -202,8 +202,7 @@ export class RunExecutor implements RunContextHost {
     this.send({ type: 'run.interrupt', message, cause });
     const after = this.#context();
     return (
-      after?.interruptRequested !== before?.interruptRequested ||
-      after?.cancelSeq !== before?.cancelSeq
+      after?.interruptRequested !== before?.interruptRequested || after?.cancel !== before?.cancel
     );
   }
 
@@ -294,11 +293,11 @@ export class RunExecutor implements RunContextHost {
   }
 
   get interruptMessage(): string | undefined {
-    return this.#context()?.interruptMessage;
+    return this.#context()?.interrupt?.message;
   }
 
   get interruptCause(): InterruptCause | undefined {
-    return this.#context()?.interruptCause;
+    return this.#context()?.interrupt?.cause;
   }
 
   executorSignal(): AbortSignal {
@@ -311,7 +310,7 @@ export class RunExecutor implements RunContextHost {
       const context = this.#context();
       if (context?.interruptRequested === true) {
         this.#interrupt.abort(
-          new DOMException(context.interruptMessage ?? 'run interrupted', 'AbortError'),
+          new DOMException(context.interrupt?.message ?? 'run interrupted', 'AbortError'),
         );
       }
     }

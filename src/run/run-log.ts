@@ -12,13 +12,13 @@ import type { RunMachineContext, StatusChange } from '../../machines/run.types.j
  * {reason}`, `run.failed {error}` or `run.cancelled {cause, escalated, reason}`.
  *
  * @param append - logs one event of the run
- * @param context - the run's context as the status changes (its cause and output recorded)
+ * @param context - the run's context as it leaves its status (its cancel request recorded)
  * @param change - `{ from, to }`
  */
 export function logStatusChange(
   append: (type: string, payload: Record<string, unknown>) => void,
   context: RunMachineContext,
-  { from, to }: StatusChange,
+  { from, to, error }: StatusChange,
 ): void {
   const inSession = context.parentRunId === undefined;
   if (to === 'QUEUED' && inSession) append('session.run_queued', { run_id: context.runId });
@@ -27,11 +27,10 @@ export function logStatusChange(
   if (to === 'COMPLETED') {
     append('run.completed', { reason: context.interruptRequested ? 'interrupted' : 'completed' });
   } else if (to === 'FAILED') {
-    const { error } = context;
     append('run.failed', { error: error instanceof Error ? error.message : String(error) });
   } else if (to === 'CANCELLED') {
     append('run.cancelled', {
-      cause: context.cause ?? 'cancel',
+      cause: context.cause ?? context.cancel?.cause ?? 'cancel',
       escalated: context.escalated,
       reason: context.cancel?.reason ?? null,
     });

@@ -125,7 +125,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         abortExecutor: ({ context }, { cause, reason }) =>
           executors.get(context.runId)?.abortExecutor(cause, reason),
         signalInterrupt: ({ context }) =>
-          executors.get(context.runId)?.signalInterrupt(context.interruptMessage),
+          executors.get(context.runId)?.signalInterrupt(context.interrupt?.message),
         logStatus: ({ context, self }, change) => {
           const run = executors.get(context.runId);
           if (run === undefined) return;

@@ -59,7 +59,7 @@ describe('run machine', () => {
   it('a run the session rejects is CANCELLED at once, never QUEUED', () => {
     const { actor } = start();
     actor.send({ type: 'run.start', at: 0, verdict: 'rejected' });
-    expect(actor.getSnapshot().context).toMatchObject({ status: 'CANCELLED', rejected: true });
+    expect(actor.getSnapshot().context).toMatchObject({ status: 'CANCELLED', verdict: 'rejected' });
     expect(actor.getSnapshot().status).toBe('done');
   });
 
@@ -137,15 +137,16 @@ describe('run machine', () => {
     expect(actor.getSnapshot()).toBe(before);
   });
 
-  it('cancelSeq counts only the requests that contributed', () => {
+  it('a request that adds nothing leaves the merged cancel as it was (the very same object)', () => {
     const { actor } = start();
     actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
+    const first = actor.getSnapshot().context.cancel;
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
-    expect(actor.getSnapshot().context.cancelSeq).toBe(1);
+    expect(actor.getSnapshot().context.cancel).toBe(first);
     actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: false }));
-    expect(actor.getSnapshot().context.cancelSeq).toBe(2);
+    expect(actor.getSnapshot().context.cancel).not.toBe(first);
     expect(actor.getSnapshot().context.cancel?.mode).toBe(CancelMode.AnySafePoint);
   });
 
