@@ -147,13 +147,6 @@ export class ShuttingDownError extends RunplaneError {
   }
 }
 
-/** Nothing with that key exists for this owner. Code `NOT_FOUND`. */
-export class NotFoundError extends RunplaneError {
-  constructor(what: string) {
-    super('NOT_FOUND', `${what} was not found`);
-  }
-}
-
 // ---- TurnLoop and checkpoint errors ------------------------------------------------------------
 
 /**

@@ -62,7 +62,6 @@ export {
   SessionBusyError,
   InvalidArgumentError,
   ShuttingDownError,
-  NotFoundError,
   TurnCancelledError,
   LateItemsTakenError,
   CheckpointCorruptError,

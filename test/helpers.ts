@@ -3,13 +3,7 @@
  * Nothing here sleeps on the wall clock; `tick()` only lets pending promise callbacks run.
  */
 import { SimulatedClock } from 'xstate';
-import {
-  createRuntime,
-  sleep,
-  type Agent,
-  type RunContext,
-  type RuntimeOptions,
-} from '../src/index.js';
+import { createRuntime, type Agent, type RunContext, type RuntimeOptions } from '../src/index.js';
 
 export interface Deferred<T> {
   promise: Promise<T>;
@@ -88,15 +82,5 @@ export function gatedAgent<TOutput = string>(options: { honoursSignal?: boolean 
     complete: (runId: string, output: TOutput) => lazily(gates, runId).resolve(output),
     /** Makes the execution of `runId` throw `error` (now, or as soon as it starts). */
     fail: (runId: string, error: unknown) => lazily(gates, runId).reject(error),
-  };
-}
-
-/** An agent that waits `ms` on the run's clock, then returns its input. */
-export function sleepingAgent(ms: number): Agent<string, string> {
-  return {
-    async execute(input, ctx) {
-      await sleep(ctx.clock, ms, ctx.signal);
-      return input;
-    },
   };
 }

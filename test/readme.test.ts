@@ -22,6 +22,7 @@ describe('README', () => {
 
   it.each([
     ['## Embedding', 'readme-embedding.ts'],
+    ['### Nested runs', 'readme-nested-runs.ts'],
     ['## Agents: models, tools, approvals, hints', 'readme-agents.ts'],
     ['## Testing your agents', 'readme-testing.ts'],
     ['## TurnLoop: push, preempt, stop, resume', 'readme-turn-loop.ts'],

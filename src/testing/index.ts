@@ -19,7 +19,8 @@
  *   {@link PathAdapter}; {@link getMachineCoverage} tells which states are reachable and which
  *   events each state handles or ignores.
  *
- * `fast-check` is a peer dependency of this entry point (only {@link runRaceProperty} needs it).
+ * `fast-check` is an optional peer dependency of this entry point: only {@link runRaceProperty}
+ * and {@link runTurnLoopRaceProperty} need it, and they load it when they run.
  *
  * @module
  */

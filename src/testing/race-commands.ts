@@ -5,11 +5,12 @@
  *
  * @module
  */
-import fc from 'fast-check';
+import type fc from 'fast-check';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
 import type { SessionStrategy } from '../../machines/session.machine.js';
 import { RunplaneError } from '../errors.js';
+import type { FastCheck } from './fast-check.js';
 import type { Licence, RaceAgentKind, RaceWorld, RunRecord } from './race-world.js';
 
 /** What the commands' `check` sees: enough to know which commands make sense. */
@@ -406,7 +407,10 @@ class Shutdown implements RaceCommand {
 }
 
 /** The command arbitraries, weighted by repetition. */
-export function raceCommands(options: RaceCommandOptions): fc.Arbitrary<RaceCommand>[] {
+export function raceCommands(
+  fc: FastCheck,
+  options: RaceCommandOptions,
+): fc.Arbitrary<RaceCommand>[] {
   const session = fc.nat({ max: Math.max(0, options.sessions - 1) });
   const run = fc.nat({ max: 63 });
   const via = fc.constantFrom<'run' | 'registry'>('run', 'registry');

@@ -4,9 +4,10 @@
  *
  * @module
  */
-import fc from 'fast-check';
+import type fc from 'fast-check';
 import type { SessionStrategy } from '../../machines/session.machine.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
+import { loadFastCheck } from './fast-check.js';
 import {
   RaceWorld,
   type RaceAgentKind,
@@ -98,6 +99,7 @@ const envString = (name: string): string | undefined => {
  *   sink, inspection observer); called once per sequence
  * @param options - {@link RacePropertyOptions}
  * @returns what ran, once every sequence passed
+ * @throws Error (as a rejection) when fast-check, an optional peer, is not installed
  * @throws Error (as a rejection) naming the violated invariant, the seed, the path and the
  *   commands, when a sequence fails
  * @example
@@ -113,7 +115,8 @@ export async function runRaceProperty(
 ): Promise<RaceReport> {
   const sessions = options.sessions ?? ['s1', 's2'];
   const ownerId = options.ownerId ?? 'owner';
-  const commands = raceCommands({
+  const fc = await loadFastCheck();
+  const commands = raceCommands(fc, {
     sessions: sessions.length,
     agents: options.agents ?? ['honours-signal', 'ignores-signal'],
     strategies: options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'],
@@ -166,6 +169,7 @@ export async function checkProperty(
     maxCommandsDefault: number;
   },
 ): Promise<RaceReport> {
+  const fc = await loadFastCheck();
   const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
   const seed =
     options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;

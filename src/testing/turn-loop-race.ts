@@ -5,7 +5,7 @@
  *
  * @module
  */
-import fc from 'fast-check';
+import type fc from 'fast-check';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
 import type { TurnLoopContext } from '../../machines/turn-loop.machine.js';
@@ -22,6 +22,7 @@ import type {
   TurnLoop,
   TurnLoopExit,
 } from '../turn-loop/turn-loop-types.js';
+import { loadFastCheck, type FastCheck } from './fast-check.js';
 import { checkProperty, type PropertyRun, type RaceReport } from './race-property.js';
 import { RaceInvariantError, type RaceAgentKind, type RaceRuntimeFactory } from './race-world.js';
 import { createScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
@@ -462,7 +463,7 @@ class Restart extends Step {
   }
 }
 
-function commands(): fc.Arbitrary<Command>[] {
+function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
   const safeBits = fc.constantFrom(
     CancelMode.AfterChatModel,
     CancelMode.AfterToolCalls,
@@ -549,16 +550,18 @@ function commands(): fc.Arbitrary<Command>[] {
  * @param factory - builds the runtime the loops run their turns on (see {@link RaceHarness})
  * @param options - {@link TurnLoopRacePropertyOptions}
  * @returns what ran, once every sequence passed
+ * @throws Error (as a rejection) when fast-check, an optional peer, is not installed
  * @throws Error (as a rejection) with the violated invariant, the steps, the seed and the path
  */
 export async function runTurnLoopRaceProperty(
   factory: RaceRuntimeFactory,
   options: TurnLoopRacePropertyOptions = {},
 ): Promise<RaceReport> {
+  const fc = await loadFastCheck();
   const property = ({ replayPath, maxCommands, settleRejections }: PropertyRun) =>
     fc.asyncProperty(
       fc.scheduler(),
-      fc.commands(commands(), {
+      fc.commands(commands(fc), {
         maxCommands,
         size: 'max',
         ...(replayPath === undefined ? {} : { replayPath }),

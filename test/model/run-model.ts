@@ -17,7 +17,7 @@ export type RunSnapshot = ReturnType<typeof runMachine.getInitialSnapshot>;
 
 export const UNWIND_MS = 100;
 export const TIMEOUT_MS = 1_000;
-export const ESCALATE_AT = 500;
+const ESCALATE_AT = 500;
 export const runInput = {
   runId: 'r',
   ownerId: 'alice',
@@ -28,9 +28,9 @@ export const runInput = {
 };
 
 /** One shared error object, so that the model's `context.error` and the real one are identical. */
-export const agentError = new Error('agent failed');
+const agentError = new Error('agent failed');
 /** A cancellation the agent throws itself (a nested run's, say) while a safe-point cancel waits. */
-export const agentCancellation = new RunCancelledError('nested', 'cancel', 'nested run cancelled');
+const agentCancellation = new RunCancelledError('nested', 'cancel', 'nested run cancelled');
 
 /** The run machine with the runtime's pure guard (an agent error that is a cancellation). */
 export const runModelMachine = runMachine.provide({
@@ -38,7 +38,7 @@ export const runModelMachine = runMachine.provide({
     isCancellationError: ({ event }) => event.type === 'agent.error' && isCancellation(event.error),
   },
 });
-export const unwindEvent = { type: 'xstate.after.unwindTimeout.run.CANCELLED.unwinding' } as const;
+const unwindEvent = { type: 'xstate.after.unwindTimeout.run.CANCELLED.unwinding' } as const;
 
 const request = (mode: number, deadlineAt?: number): CancelRequest => ({
   mode,

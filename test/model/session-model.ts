@@ -28,7 +28,7 @@ export type Gate = 'free' | 'held';
 
 export const GRACE_MS = 100;
 export const runNames = ['a', 'b', 'c'] as const;
-export const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
+const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
 
 const copy = (queue: RunQueue, change: (next: RunQueue) => void): RunQueue => {
   const next = new RunQueue();
@@ -38,7 +38,7 @@ const copy = (queue: RunQueue, change: (next: RunQueue) => void): RunQueue => {
 };
 
 /** The session machine with copy-on-write queue actions and the gate's answer to `slotFree`. */
-export function sessionModelMachine(gate: Gate) {
+function sessionModelMachine(gate: Gate) {
   return sessionMachine.provide({
     guards: { slotFree: () => gate === 'free' },
     actions: {

@@ -28,11 +28,11 @@ import { getEnvironment, getStatePaths, withReactions } from '../../src/testing/
 export type LoopSnapshot = ReturnType<typeof turnLoopMachine.getInitialSnapshot>;
 
 export const IDLE_MS = 50;
-export const RUN_ID = 'run';
+const RUN_ID = 'run';
 export const loopInput: TurnLoopInput = { hasStore: true, requeuePreempted: false };
 
 /** What the world knows beside the machine. */
-export interface LoopEnv {
+interface LoopEnv {
   /** Clock time (ms): moves only when the idle clock is let fire. */
   readonly now: number;
   /** Pushes sent (the loop's push sequence) and preempt pushes (its ack sequence). */
@@ -59,7 +59,7 @@ export const planError = new Error('genInput failed');
 export const turnError = new Error('the turn failed');
 
 /** Checkpoints the store can hold when the loop starts. */
-export const checkpoints: Record<'between' | 'mid', LoadedCheckpoint> = {
+const checkpoints: Record<'between' | 'mid', LoadedCheckpoint> = {
   between: {
     kind: 'between-turns',
     unhandled: ['c1'],
@@ -136,8 +136,7 @@ export const turnLoopModel: ActorLogic<LoopSnapshot, TurnLoopEvent, TurnLoopInpu
   },
 );
 
-export const envOf = (snapshot: LoopSnapshot): LoopEnv =>
-  getEnvironment<LoopEnv>(snapshot) ?? initialEnv;
+const envOf = (snapshot: LoopSnapshot): LoopEnv => getEnvironment<LoopEnv>(snapshot) ?? initialEnv;
 
 /** The plan genInput answers: the first offered item is consumed, or none. */
 function planFor(snapshot: LoopSnapshot, consume: boolean): TurnPlan {

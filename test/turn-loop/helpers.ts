@@ -16,9 +16,9 @@ import {
   type TurnLoopConfig,
 } from '../../src/index.js';
 
-import { deferred, type Deferred } from '../helpers.js';
+import { deferred } from '../helpers.js';
 
-export { deferred, type Deferred };
+export { deferred };
 
 /** Lets every queued promise callback run: `rounds` macrotask turns (not a timed sleep). */
 export async function flush(rounds = 5): Promise<void> {
