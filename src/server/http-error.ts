@@ -25,13 +25,14 @@ export type HttpErrorCode =
   | 'shutting_down'
   | 'store_failed'
   | 'request_timeout'
+  | 'client_closed_request'
   | 'headers_too_large'
   | 'bad_request'
   | 'internal';
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 431 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 431 | 499 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -50,6 +51,8 @@ export const statusOfCode: Readonly<
   shutting_down: 503,
   store_failed: 500,
   request_timeout: 408,
+  // nginx's status for a client that went away before its request was read: nobody sees it.
+  client_closed_request: 499,
   headers_too_large: 431,
   bad_request: 400,
   internal: 500,

@@ -58,6 +58,11 @@ export interface ServeOptions {
   readonly graceMs?: number;
   /** Interval of SSE heartbeat comments, in ms. @default 15000 */
   readonly heartbeatMs?: number;
+  /**
+   * How long a request body may take to arrive once its headers are in, in ms; later is 408
+   * `request_timeout`. @default 30000
+   */
+  readonly bodyTimeoutMs?: number;
   /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
   readonly maxStreamsPerOwner?: number;
   /** The demo model's pause before each streamed word, in ms. @default 60 */
@@ -223,6 +228,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   checkDuration('heartbeatMs', options.heartbeatMs, true);
   checkDuration('chunkDelayMs', options.chunkDelayMs);
   checkDuration('runTimeoutMs', options.runTimeoutMs, true);
+  checkDuration('bodyTimeoutMs', options.bodyTimeoutMs, true);
   const tokenMap = options.tokens === undefined ? undefined : parseTokenList(options.tokens);
   const dbPath = options.dbPath ?? './.runplane/runplane.db';
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -262,6 +268,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       runs,
       authenticate,
       heartbeatMs: options.heartbeatMs,
+      bodyTimeoutMs: options.bodyTimeoutMs,
       maxStreamsPerOwner: options.maxStreamsPerOwner,
       runTimeoutMs: options.runTimeoutMs,
       reportError,

@@ -18,7 +18,7 @@ import type { Authenticate } from './auth.js';
 import { chatPageHtml } from './chat-page.js';
 import { HttpError, toHttpError } from './http-error.js';
 import { bearerAuth } from './middleware/bearer-auth.js';
-import { bodyLimits } from './middleware/body-limits.js';
+import { bodyReadDeadline, bodySizeLimit } from './middleware/body-limits.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
@@ -45,6 +45,11 @@ export interface ServiceOptions {
   readonly heartbeatMs?: number;
   /** The largest request body, in bytes; bigger is 413. @default 1048576 (1 MiB) */
   readonly maxBodyBytes?: number;
+  /**
+   * How long a request body may take to arrive once its headers are in, in ms (wall clock);
+   * later is 408 `request_timeout` and the connection is closed. @default 30000
+   */
+  readonly bodyTimeoutMs?: number;
   /**
    * Open SSE streams one owner may hold at once (session and inspect streams together); one
    * more is 429 `too_many_streams`. Bounds what one client replaying a long log many times
@@ -93,6 +98,7 @@ const serviceOptionsSchema = z.object({
   }),
   heartbeatMs: positiveInt.optional(),
   maxBodyBytes: positiveInt.optional(),
+  bodyTimeoutMs: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
   maxPendingHints: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
@@ -136,6 +142,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   const { runtime, agent, sessions, runs, authenticate } = options;
   const heartbeatMs = options.heartbeatMs ?? 15_000;
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? 30_000;
   const defaultGraceMs = options.defaultGraceMs ?? 5_000;
   const maxStreamsPerOwner = options.maxStreamsPerOwner ?? 128;
   const maxPendingHints = options.maxPendingHints ?? 100;
@@ -188,6 +195,7 @@ export function createServiceApp(options: ServiceOptions): Service {
     );
   });
 
+  app.use(bodyReadDeadline(bodyTimeoutMs));
   app.get('/', (c) => c.html(chatPageHtml));
   // The page holds no data; the stream is owner-scoped and behind the /api auth below.
   if (options.timeline !== undefined) app.route('/', inspectPageRoutes());
@@ -204,7 +212,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   );
 
   app.use('/api/*', bearerAuth(authenticate));
-  app.use('/api/*', bodyLimits({ maxBodyBytes }));
+  app.use('/api/*', bodySizeLimit(maxBodyBytes));
 
   app.route('/', sessionRoutes({ runtime, sessions, defaultGraceMs, isDraining }));
   app.route(

@@ -34,6 +34,7 @@ export interface TestServiceOptions {
   readonly agentOn?: (clock: SimulatedClock) => Agent<string, unknown>;
   readonly heartbeatMs?: number;
   readonly maxBodyBytes?: number;
+  readonly bodyTimeoutMs?: number;
   readonly maxStreamsPerOwner?: number;
   readonly maxPendingHints?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
@@ -82,6 +83,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     ),
     heartbeatMs: options.heartbeatMs,
     maxBodyBytes: options.maxBodyBytes,
+    bodyTimeoutMs: options.bodyTimeoutMs,
     maxStreamsPerOwner: options.maxStreamsPerOwner,
     maxPendingHints: options.maxPendingHints,
     reportError: (error) => reported.push(error),
