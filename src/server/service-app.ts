@@ -87,6 +87,9 @@ export interface Service {
   closeStreams(): void;
 }
 
+/** `Retry-After` of a 503 `shutting_down`, in seconds. */
+const shutdownRetryAfterSeconds = 5;
+
 const positiveInt = z
   .number({ error: 'a positive integer' })
   .int({ error: 'a positive integer' })
@@ -157,6 +160,11 @@ export function createServiceApp(options: ServiceOptions): Service {
   app.onError((error, c) => {
     const httpError = toHttpError(error);
     if (httpError.code === 'internal' || httpError.code === 'store_failed') reportError(error);
+    if (httpError.code === 'shutting_down') {
+      // The service is going away: the client retries later, on a new connection.
+      c.header('Retry-After', String(shutdownRetryAfterSeconds));
+      c.header('Connection', 'close');
+    }
     return c.json(httpError.toBody(), httpError.status as 400);
   });
   // A path the service knows, asked with a method it does not answer there, is 405 with Allow.
