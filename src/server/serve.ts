@@ -21,6 +21,7 @@ import {
   type SqliteMigration,
 } from '../stores/sqlite/database.js';
 import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
+import { createSqliteIdempotencyKeys } from '../stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
@@ -327,6 +328,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const inbox = createSqliteInbox({ database: db });
     const sessions = createSqliteSessionRecords({ database: db });
     const runs = createSqliteRunRecords({ database: db });
+    const idempotencyKeys = createSqliteIdempotencyKeys({ database: db });
     const devToken = tokenMap === undefined ? devTokenOf(db) : undefined;
     const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
 
@@ -356,6 +358,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       bodyTimeoutMs: options.bodyTimeoutMs,
       maxStreamsPerOwner: options.maxStreamsPerOwner,
       runTimeoutMs: options.runTimeoutMs,
+      idempotencyKeys,
       reportError,
       timeline,
     });

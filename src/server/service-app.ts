@@ -13,12 +13,14 @@ import { parseOptions } from '../validation.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
 import type { RunRecords } from '../stores/run-records.js';
+import { createMemoryIdempotencyKeys, type IdempotencyKeys } from '../stores/idempotency-keys.js';
 import type { SessionRecords } from '../stores/session-records.js';
 import type { Authenticate } from './auth.js';
 import { chatPageHtml } from './chat-page.js';
 import { HttpError, toHttpError } from './http-error.js';
 import { bearerAuth } from './middleware/bearer-auth.js';
 import { bodyReadDeadline, bodySizeLimit } from './middleware/body-limits.js';
+import { idempotency } from './middleware/idempotency.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
@@ -62,6 +64,16 @@ export interface ServiceOptions {
   readonly runTimeoutMs?: number;
   /** `grace_ms` of a new session that names none, in ms. @default 5000 */
   readonly defaultGraceMs?: number;
+  /**
+   * Where `Idempotency-Key` answers are kept (24 h); `runplane serve` keeps them in SQLite.
+   * @default an in-memory store (keys do not outlive the process)
+   */
+  readonly idempotencyKeys?: IdempotencyKeys;
+  /**
+   * Idempotency keys one owner may hold (24 h each); one more is 429
+   * `too_many_idempotency_keys`. @default 10000
+   */
+  readonly maxIdempotencyKeysPerOwner?: number;
   /** Receives unexpected errors (answered as 500 `internal`). @default console.error */
   readonly reportError?: (error: unknown) => void;
   /**
@@ -87,6 +99,11 @@ export interface Service {
   closeStreams(): void;
 }
 
+/** How long an `Idempotency-Key` and its first answer are kept, in ms (24 h). */
+export const idempotencyKeyTtlMs = 24 * 3_600_000;
+/** How long a key claimed by a request of another (or a dead) process stays claimed, in ms. */
+export const idempotencyLockMs = 30_000;
+
 /** `Retry-After` of a 503 `shutting_down`, in seconds. */
 const shutdownRetryAfterSeconds = 5;
 
@@ -104,6 +121,7 @@ const serviceOptionsSchema = z.object({
   bodyTimeoutMs: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
   maxPendingHints: positiveInt.optional(),
+  maxIdempotencyKeysPerOwner: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
@@ -152,6 +170,13 @@ export function createServiceApp(options: ServiceOptions): Service {
   const reportError =
     options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
   const streams = createStreamRegistry(maxStreamsPerOwner);
+  const idempotent = idempotency({
+    store: options.idempotencyKeys ?? createMemoryIdempotencyKeys(),
+    clock: runtime.clock,
+    ttlMs: idempotencyKeyTtlMs,
+    lockMs: idempotencyLockMs,
+    maxKeysPerOwner: options.maxIdempotencyKeysPerOwner ?? 10_000,
+  });
   let draining = false;
   const isDraining = () => draining;
 
@@ -222,7 +247,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   app.use('/api/*', bearerAuth(authenticate));
   app.use('/api/*', bodySizeLimit(maxBodyBytes));
 
-  app.route('/', sessionRoutes({ runtime, sessions, defaultGraceMs, isDraining }));
+  app.route('/', sessionRoutes({ runtime, sessions, defaultGraceMs, isDraining, idempotent }));
   app.route(
     '/',
     eventRoutes({
@@ -234,6 +259,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       runTimeoutMs: options.runTimeoutMs,
       isDraining,
       reportError,
+      idempotent,
     }),
   );
   app.route('/', streamRoutes({ runtime, sessions, streams, heartbeatMs, reportError }));

@@ -15,6 +15,7 @@ import { createTokenAuthenticator } from '../../src/server/auth.js';
 import { createServiceApp } from '../../src/server/service-app.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteEventLog } from '../../src/stores/sqlite/event-log.js';
+import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../../src/stores/sqlite/session-records.js';
@@ -37,6 +38,7 @@ export interface TestServiceOptions {
   readonly bodyTimeoutMs?: number;
   readonly maxStreamsPerOwner?: number;
   readonly maxPendingHints?: number;
+  readonly maxIdempotencyKeysPerOwner?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
   readonly wrapEventLog?: (log: EventLog) => EventLog;
   /** Serve the live timeline (`/inspect`) from this hub. */
@@ -86,6 +88,8 @@ export function createTestService(options: TestServiceOptions = {}) {
     bodyTimeoutMs: options.bodyTimeoutMs,
     maxStreamsPerOwner: options.maxStreamsPerOwner,
     maxPendingHints: options.maxPendingHints,
+    maxIdempotencyKeysPerOwner: options.maxIdempotencyKeysPerOwner,
+    idempotencyKeys: createSqliteIdempotencyKeys({ database: db }),
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
   });
@@ -175,6 +179,8 @@ export function createTestService(options: TestServiceOptions = {}) {
 
   return {
     dir,
+    /** Another handle on the idempotency keys of the test database. */
+    idempotencyKeys: () => createSqliteIdempotencyKeys({ database: db }),
     countRows,
     clock,
     runtime,

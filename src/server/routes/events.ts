@@ -7,6 +7,7 @@
 import { Hono } from 'hono';
 import type { SessionRecords } from '../../stores/session-records.js';
 import { findSession } from '../middleware/find-session.js';
+import type { idempotency } from '../middleware/idempotency.js';
 import { jsonBody } from '../middleware/json-body.js';
 import { parseEventBatch, parseEventQuery } from '../schemas.js';
 import { applySessionEvents, type SessionEventsContext } from '../session-events.js';
@@ -18,6 +19,8 @@ import { eventQueryOf } from './event-query.js';
 export interface EventRoutesOptions extends SessionEventsContext {
   /** Where sessions are kept. */
   readonly sessions: SessionRecords;
+  /** The `Idempotency-Key` middleware (see `middleware/idempotency.ts`). */
+  readonly idempotent: ReturnType<typeof idempotency>;
 }
 
 /**
@@ -30,10 +33,16 @@ export function eventRoutes(options: EventRoutesOptions): Hono<ServiceEnv> {
   const eventLog = options.runtime.eventLog;
   const app = new Hono<ServiceEnv>();
 
-  app.post('/api/sessions/:id/events', findSession(options.sessions), jsonBody(), (c) => {
-    const events = parseEventBatch(c.get('body'));
-    return c.json({ results: applySessionEvents(options, c.get('session'), events) });
-  });
+  app.post(
+    '/api/sessions/:id/events',
+    findSession(options.sessions),
+    jsonBody(),
+    options.idempotent,
+    (c) => {
+      const events = parseEventBatch(c.get('body'));
+      return c.json({ results: applySessionEvents(options, c.get('session'), events) });
+    },
+  );
 
   app.get('/api/sessions/:id/events', findSession(options.sessions), async (c) => {
     const session = c.get('session');

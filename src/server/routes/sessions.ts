@@ -9,6 +9,7 @@ import type { Runtime } from '../../runtime/create-runtime.js';
 import type { SessionRecord, SessionRecords } from '../../stores/session-records.js';
 import { HttpError } from '../http-error.js';
 import { findSession } from '../middleware/find-session.js';
+import type { idempotency } from '../middleware/idempotency.js';
 import { jsonBody } from '../middleware/json-body.js';
 import { parseBody, sessionSettingsSchema } from '../schemas.js';
 import { refuseNewWorkWhileDraining } from '../session-events.js';
@@ -23,6 +24,8 @@ export interface SessionRoutesOptions {
   readonly defaultGraceMs: number;
   /** Whether the service is shutting down (then a new session is refused). */
   readonly isDraining: () => boolean;
+  /** The `Idempotency-Key` middleware (see `middleware/idempotency.ts`). */
+  readonly idempotent: ReturnType<typeof idempotency>;
 }
 
 /**
@@ -64,6 +67,7 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
       await next();
     },
     jsonBody({ emptyAs: {} }),
+    options.idempotent,
     (c) => {
       const settings = parseBody(sessionSettingsSchema, c.get('body'), 'body');
       const created = sessions.create({
