@@ -22,16 +22,24 @@ export type HttpErrorCode =
   | 'too_many_streams'
   | 'too_many_hints'
   | 'session_busy'
+  | 'invalid_idempotency_key'
+  | 'idempotency_key_reused'
+  | 'idempotency_key_in_progress'
+  | 'too_many_idempotency_keys'
   | 'shutting_down'
   | 'store_failed'
   | 'request_timeout'
+  | 'client_closed_request'
   | 'headers_too_large'
   | 'bad_request'
   | 'internal';
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 431 | 500 | 503>
+  Record<
+    HttpErrorCode,
+    400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 422 | 429 | 431 | 499 | 500 | 503
+  >
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -47,9 +55,15 @@ export const statusOfCode: Readonly<
   too_many_streams: 429,
   too_many_hints: 429,
   session_busy: 409,
+  invalid_idempotency_key: 400,
+  idempotency_key_reused: 422,
+  idempotency_key_in_progress: 409,
+  too_many_idempotency_keys: 429,
   shutting_down: 503,
   store_failed: 500,
   request_timeout: 408,
+  // nginx's status for a client that went away before its request was read: nobody sees it.
+  client_closed_request: 499,
   headers_too_large: 431,
   bad_request: 400,
   internal: 500,

@@ -33,6 +33,7 @@ export { parseServeArgs, runServeCommand, serveUsage } from './serve-command.js'
 export { serveUntilSignal, startServer } from './serve.js';
 export type { OpenAIEndpoint, RunningServer, ServeOptions } from './serve.js';
 export { createServiceApp, toRecordOutcome } from './service-app.js';
+export { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 export type { Service, ServiceOptions } from './service-app.js';
 export { formatErrorFrame, formatEventFrame, heartbeatFrame, toEventJson } from './sse.js';
 export type { EventJson } from './sse.js';

@@ -17,6 +17,7 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
                             owner "dev", created once per database and printed at start)
   --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
   --heartbeat-ms <ms>       SSE heartbeat comment interval   RUNPLANE_HEARTBEAT_MS (default 15000)
+  --body-timeout-ms <ms>    time a request body may take     RUNPLANE_BODY_TIMEOUT_MS (default 30000)
   --max-streams <n>         open SSE streams per owner       RUNPLANE_MAX_STREAMS (default 128)
   --chunk-delay-ms <ms>     demo model pause per word        RUNPLANE_CHUNK_DELAY_MS (default 60)
   --confirm-tools <list>    demo tools that ask first        RUNPLANE_CONFIRM_TOOLS (default clock;
@@ -68,6 +69,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       tokens: { type: 'string' },
       'grace-ms': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
+      'body-timeout-ms': { type: 'string' },
       'max-streams': { type: 'string' },
       'chunk-delay-ms': { type: 'string' },
       'confirm-tools': { type: 'string' },
@@ -112,6 +114,12 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     heartbeatMs: integer(
       'heartbeat-ms',
       pick('heartbeat-ms', 'RUNPLANE_HEARTBEAT_MS'),
+      1,
+      3_600_000,
+    ),
+    bodyTimeoutMs: integer(
+      'body-timeout-ms',
+      pick('body-timeout-ms', 'RUNPLANE_BODY_TIMEOUT_MS'),
       1,
       3_600_000,
     ),

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server, ServerResponse } from 'node:http';
+import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createAdaptorServer } from '@hono/node-server';
 import type Database from 'better-sqlite3';
@@ -21,6 +21,7 @@ import {
   type SqliteMigration,
 } from '../stores/sqlite/database.js';
 import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
+import { createSqliteIdempotencyKeys } from '../stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
@@ -56,8 +57,19 @@ export interface ServeOptions {
   readonly tokens?: string;
   /** How long shutdown lets running runs finish before cancelling them, in ms. @default 10000 */
   readonly graceMs?: number;
+  /**
+   * How long shutdown keeps idle keep-alive connections open once the drain is over, in ms:
+   * a client about to reuse one is answered (with `Connection: close`) instead of reset.
+   * @default 1000
+   */
+  readonly lingerMs?: number;
   /** Interval of SSE heartbeat comments, in ms. @default 15000 */
   readonly heartbeatMs?: number;
+  /**
+   * How long a request body may take to arrive once its headers are in, in ms; later is 408
+   * `request_timeout`. @default 30000
+   */
+  readonly bodyTimeoutMs?: number;
   /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
   readonly maxStreamsPerOwner?: number;
   /** The demo model's pause before each streamed word, in ms. @default 60 */
@@ -91,9 +103,14 @@ export interface RunningServer {
   readonly runtime: Runtime;
   readonly service: Service;
   /**
-   * Shuts down gracefully (idempotent): new work gets 503, queued runs are cancelled, running
-   * ones interrupted; after `graceMs` what is left is cancelled; then SSE streams end, the
-   * socket closes and the database is closed.
+   * Shuts down gracefully (idempotent). At once: the listener stops accepting connections, and
+   * on the connections still open new work (a new session, a `user.message`) gets 503
+   * `shutting_down` with `Retry-After` and `Connection: close`, while reads, streams and
+   * `user.interrupt` keep working; queued runs are cancelled, running ones interrupted. After
+   * `graceMs` what is left is cancelled; then SSE streams send their tail and end, answers in
+   * progress complete (at most 10 s more), idle keep-alive connections are kept `lingerMs`
+   * more (a request on one is answered, with `Connection: close`), and the database is
+   * closed. No accepted request is reset.
    *
    * @returns `{ drained }`: whether every running run finished within the grace period
    */
@@ -175,21 +192,94 @@ function listen(server: Server, port: number, host: string): Promise<AddressInfo
   });
 }
 
+/** How long shutdown waits for answers still in progress once the drain ended, in ms. */
+const answerDeadlineMs = 10_000;
+
 /**
- * Closes the listening socket: idle connections at once, the others once no request is being
- * answered (SSE streams were ended before), and any left after 2 s.
+ * Stops accepting connections at once, and resolves once every connection has ended.
+ *
+ * @remarks `http.Server#close` would also close idle keep-alive connections at once (Node 19
+ * and later), resetting a client that is about to reuse one; `net.Server#close` only stops the
+ * listener, so those connections stay open to be answered (503 `shutting_down` with
+ * `Connection: close` for new work) until the drain ends.
  */
-function closeServer(server: Server, inFlight: () => number): Promise<void> {
+function stopListening(server: Server): Promise<void> {
   return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeIdleConnections();
-    const deadline = Date.now() + 2_000;
-    const sweep = () => {
-      if (inFlight() === 0 || Date.now() >= deadline) server.closeAllConnections();
-      else setImmediate(sweep);
-    };
-    setImmediate(sweep);
+    NetServer.prototype.close.call(server, () => resolve());
   });
+}
+
+/**
+ * Counts the answers in progress (from a request's arrival until its response has closed) and
+ * the open connections; once `closing()` was called, every answer says `Connection: close`.
+ */
+function trackConnections(server: Server) {
+  let answers = 0;
+  let connections = 0;
+  let closing = false;
+  let onChange: (() => void) | undefined;
+  server.on('connection', (socket: Socket) => {
+    connections++;
+    socket.once('close', () => {
+      connections--;
+      onChange?.();
+    });
+  });
+  server.on('request', (_request, response: ServerResponse) => {
+    answers++;
+    if (closing) response.setHeader('Connection', 'close');
+    response.once('close', () => {
+      answers--;
+      onChange?.();
+    });
+  });
+  /** Resolves once `done()` holds (`true`), or after `ms` (`false`). */
+  const until = (done: () => boolean, ms: number): Promise<boolean> => {
+    if (done()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        onChange = undefined;
+        resolve(false);
+      }, ms);
+      onChange = () => {
+        if (!done()) return;
+        clearTimeout(timer);
+        onChange = undefined;
+        resolve(true);
+      };
+    });
+  };
+  return {
+    /** From now on every answer closes its connection. */
+    closing() {
+      closing = true;
+    },
+    /** Resolves once no answer is in progress, or after `ms`. */
+    answered: (ms: number) => until(() => answers === 0, ms),
+    /** Resolves once every connection has closed, or after `ms`. */
+    disconnected: (ms: number) => until(() => connections === 0, ms),
+  };
+}
+
+/**
+ * Ends the connections once the drain is over: waits for every answer in progress (SSE
+ * streams were ended, with their tails, before; at most {@link answerDeadlineMs}); then keeps
+ * the idle connections for `lingerMs`, answering any request on them with `Connection: close`,
+ * so that a client about to reuse one is answered, not reset; then closes what is left.
+ */
+async function closeConnections(
+  server: Server,
+  tracker: ReturnType<typeof trackConnections>,
+  lingerMs: number,
+  ended: Promise<void>,
+): Promise<void> {
+  tracker.closing();
+  await tracker.answered(answerDeadlineMs);
+  if (lingerMs > 0) await tracker.disconnected(lingerMs);
+  // http.Server#close: the listener is already closed; this stops Node's connection timer.
+  server.close();
+  server.closeAllConnections();
+  await ended;
 }
 
 /**
@@ -220,9 +310,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     throw new InvalidArgumentError('port', `expected \`port\` to be 0-65535, got ${String(port)}`);
   }
   checkDuration('graceMs', options.graceMs);
+  checkDuration('lingerMs', options.lingerMs);
   checkDuration('heartbeatMs', options.heartbeatMs, true);
   checkDuration('chunkDelayMs', options.chunkDelayMs);
   checkDuration('runTimeoutMs', options.runTimeoutMs, true);
+  checkDuration('bodyTimeoutMs', options.bodyTimeoutMs, true);
   const tokenMap = options.tokens === undefined ? undefined : parseTokenList(options.tokens);
   const dbPath = options.dbPath ?? './.runplane/runplane.db';
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -236,6 +328,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const inbox = createSqliteInbox({ database: db });
     const sessions = createSqliteSessionRecords({ database: db });
     const runs = createSqliteRunRecords({ database: db });
+    const idempotencyKeys = createSqliteIdempotencyKeys({ database: db });
     const devToken = tokenMap === undefined ? devTokenOf(db) : undefined;
     const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
 
@@ -262,24 +355,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       runs,
       authenticate,
       heartbeatMs: options.heartbeatMs,
+      bodyTimeoutMs: options.bodyTimeoutMs,
       maxStreamsPerOwner: options.maxStreamsPerOwner,
       runTimeoutMs: options.runTimeoutMs,
+      idempotencyKeys,
       reportError,
       timeline,
     });
 
-    let inFlight = 0;
-    const server = createAdaptorServer({
-      fetch: async (request: Request) => {
-        inFlight++;
-        try {
-          return await service.fetch(request);
-        } finally {
-          inFlight--;
-        }
-      },
-      hostname: host,
-    }) as Server;
+    const server = createAdaptorServer({ fetch: service.fetch, hostname: host }) as Server;
+    const tracker = trackConnections(server);
     answerClientErrorsAsJson(server);
     let address: AddressInfo;
     try {
@@ -319,12 +404,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     let stopping: Promise<{ drained: boolean }> | undefined;
     const shutdown = (shutdownOptions: { graceMs?: number } = {}) => {
       stopping ??= (async () => {
+        // New work is refused (503, Connection: close) on the connections still open, and no
+        // new connection is accepted; reads, streams and stops keep working until the drain
+        // ends.
         service.drain();
+        const ended = stopListening(server);
         const { drained } = await runtime.shutdown({
           graceMs: shutdownOptions.graceMs ?? options.graceMs ?? 10_000,
         });
         service.closeStreams();
-        await closeServer(server, () => inFlight);
+        await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
         eventLog.close();
         db.close();
         return { drained };

@@ -15,6 +15,7 @@ import { createTokenAuthenticator } from '../../src/server/auth.js';
 import { createServiceApp } from '../../src/server/service-app.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteEventLog } from '../../src/stores/sqlite/event-log.js';
+import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../../src/stores/sqlite/session-records.js';
@@ -34,8 +35,10 @@ export interface TestServiceOptions {
   readonly agentOn?: (clock: SimulatedClock) => Agent<string, unknown>;
   readonly heartbeatMs?: number;
   readonly maxBodyBytes?: number;
+  readonly bodyTimeoutMs?: number;
   readonly maxStreamsPerOwner?: number;
   readonly maxPendingHints?: number;
+  readonly maxIdempotencyKeysPerOwner?: number;
   /** Wraps the SQLite event log (e.g. to make `follow` fail). */
   readonly wrapEventLog?: (log: EventLog) => EventLog;
   /** Serve the live timeline (`/inspect`) from this hub. */
@@ -82,8 +85,11 @@ export function createTestService(options: TestServiceOptions = {}) {
     ),
     heartbeatMs: options.heartbeatMs,
     maxBodyBytes: options.maxBodyBytes,
+    bodyTimeoutMs: options.bodyTimeoutMs,
     maxStreamsPerOwner: options.maxStreamsPerOwner,
     maxPendingHints: options.maxPendingHints,
+    maxIdempotencyKeysPerOwner: options.maxIdempotencyKeysPerOwner,
+    idempotencyKeys: createSqliteIdempotencyKeys({ database: db }),
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
   });
@@ -173,6 +179,8 @@ export function createTestService(options: TestServiceOptions = {}) {
 
   return {
     dir,
+    /** Another handle on the idempotency keys of the test database. */
+    idempotencyKeys: () => createSqliteIdempotencyKeys({ database: db }),
     countRows,
     clock,
     runtime,

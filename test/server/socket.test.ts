@@ -99,6 +99,11 @@ describe('the service on a real socket', () => {
     const runId = (sent.body.results as Array<{ run_id: string }>)[0]?.run_id ?? '';
     const stopping = s.shutdown({ graceMs: 60_000 });
     expect(s.service.draining).toBe(true);
+    // On the connection still open (the listener is closed): reads work, new work is refused
+    // and that connection closed.
+    const health = await fetch(`${s.url}/healthz`);
+    expect(health.status).toBe(503);
+    await health.text();
     const refused = await call(s.url, 'POST', '/api/sessions', {});
     expect(refused).toEqual({
       status: 503,
@@ -109,8 +114,6 @@ describe('the service on a real socket', () => {
         },
       },
     });
-    const health = await fetch(`${s.url}/healthz`);
-    expect(health.status).toBe(503);
     expect(gate.ctx(runId).interruptRequested).toBe(true);
     gate.complete(runId, 'finished in time');
     expect(await stopping).toEqual({ drained: true });

@@ -10,7 +10,8 @@
  *   {@link createSqliteInbox} queues hints. Hand them to
  *   `createRuntime({ stores: { eventLog, sessionStore, inbox } })`.
  * - {@link createSqliteSessionRecords} and {@link createSqliteRunRecords} are what
- *   `runplane serve` remembers of sessions (owner, strategy) and runs (status, outcome).
+ *   `runplane serve` remembers of sessions (owner, strategy) and runs (status, outcome);
+ *   {@link createSqliteIdempotencyKeys} keeps the first answers of `Idempotency-Key` requests.
  * - {@link createSqliteCheckpointStore} gives a `CheckpointStore` for
  *   `createTurnLoop({ store, checkpointId })` (its own file, or a shared one). Close it when done.
  *
@@ -27,9 +28,11 @@ export { applySqliteMigrations, openSqliteDatabase } from './database.js';
 export type { OpenSqliteDatabaseOptions, SqliteMigration } from './database.js';
 export { createSqliteEventLog, eventLogMigrations } from './event-log.js';
 export type { SqliteEventLog, SqliteEventLogOptions } from './event-log.js';
+export { createSqliteIdempotencyKeys, idempotencyKeyMigrations } from './idempotency-keys.js';
 export { createSqliteInbox, inboxMigrations } from './inbox.js';
 export type { SqliteInbox, SqliteInboxOptions } from './inbox.js';
 export { createSqliteRunRecords, runRecordMigrations } from './run-records.js';
 export { createSqliteSessionRecords, sessionRecordMigrations } from './session-records.js';
 export type { RunRecord, RunRecordOutcome, RunRecords } from '../run-records.js';
 export type { SessionRecord, SessionRecords } from '../session-records.js';
+export type { IdempotencyClaim, IdempotencyKeys, StoredAnswer } from '../idempotency-keys.js';

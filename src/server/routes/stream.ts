@@ -1,0 +1,89 @@
+/**
+ * The session's SSE route: `GET /api/sessions/:id/events/stream`, resuming from
+ * max(`after`, `Last-Event-ID`).
+ *
+ * @module
+ */
+import { Hono } from 'hono';
+import { validator } from 'hono/validator';
+import type { Runtime } from '../../runtime/create-runtime.js';
+import type { SessionRecords } from '../../stores/session-records.js';
+import { HttpError } from '../http-error.js';
+import { findSession } from '../middleware/find-session.js';
+import { streamQuota, type StreamRegistry } from '../middleware/stream-quota.js';
+import { parseEventQuery, parseSeq } from '../schemas.js';
+import type { ServiceEnv } from '../service-env.js';
+import { createEventStream } from '../sse.js';
+import { eventQueryOf } from './event-query.js';
+
+/** What the stream route needs. */
+export interface StreamRoutesOptions {
+  readonly runtime: Runtime;
+  /** Where sessions are kept. */
+  readonly sessions: SessionRecords;
+  /** Every open stream, counted per owner. */
+  readonly streams: StreamRegistry;
+  /** Interval of SSE heartbeat comments, in ms (on the runtime clock). */
+  readonly heartbeatMs: number;
+  /** Receives a stream's unexpected failure. */
+  readonly reportError: (error: unknown) => void;
+}
+
+/** The SSE response headers of the service. */
+export const sseHeaders = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+} as const;
+
+/**
+ * The session stream route, to mount with `app.route('/', ...)` behind the `/api` middleware.
+ *
+ * @param options - {@link StreamRoutesOptions}
+ * @returns the route as a Hono app
+ */
+export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
+  const { runtime, heartbeatMs, reportError } = options;
+  const app = new Hono<ServiceEnv>();
+
+  app.get(
+    '/api/sessions/:id/events/stream',
+    findSession(options.sessions),
+    validator('query', (_query, c) => {
+      const query = parseEventQuery(eventQueryOf(c), false);
+      const lastEventIdText = c.req.header('last-event-id');
+      let after = query.after;
+      if (lastEventIdText !== undefined && lastEventIdText.trim() !== '') {
+        const lastEventId = parseSeq(lastEventIdText.trim());
+        if (lastEventId === undefined) {
+          throw new HttpError(
+            'invalid_last_event_id',
+            `expected the Last-Event-ID header to be a non-negative integer, got ${JSON.stringify(lastEventIdText.slice(0, 40))}`,
+          );
+        }
+        after = Math.max(after, lastEventId);
+      }
+      return { after, types: query.types };
+    }),
+    streamQuota(options.streams),
+    (c) => {
+      const session = c.get('session');
+      const { after, types } = c.req.valid('query');
+      const lease = c.get('stream');
+      const body = createEventStream({
+        eventLog: runtime.eventLog,
+        key: { ownerId: session.ownerId, sessionId: session.sessionId },
+        after,
+        types,
+        clock: runtime.clock,
+        heartbeatMs,
+        signal: lease.signal,
+        reportError,
+        onClose: () => lease.release(),
+      });
+      return new Response(body, { headers: sseHeaders });
+    },
+  );
+
+  return app;
+}
