@@ -24,34 +24,10 @@
  *
  * @module
  */
-export { CancelMode, isSafePointMatch, mergeCancelRequests } from '../machines/cancel-request.js';
-export type {
-  CancelCause,
-  CancelModeValue,
-  CancelRequest,
-  SafePointKind,
-} from '../machines/cancel-request.js';
-export { runMachine, terminalRunStatuses } from '../machines/run.machine.js';
-export type {
-  RunStatus,
-  RunMachineContext,
-  RunMachineEvent,
-  RunMachineInput,
-} from '../machines/run.machine.js';
-export { sessionMachine } from '../machines/session.machine.js';
-export { runtimeMachine } from '../machines/runtime.machine.js';
-export type {
-  RuntimeMachineContext,
-  RuntimeMachineEvent,
-  RuntimeMachineOutput,
-} from '../machines/runtime.machine.js';
-export { turnLoopMachine } from '../machines/turn-loop.machine.js';
-export type {
-  StopMode,
-  TurnLoopContext,
-  TurnLoopEvent,
-  TurnLoopInput,
-} from '../machines/turn-loop.machine.js';
+export { CancelMode } from '../machines/cancel-request.js';
+export type { CancelCause, CancelModeValue, SafePointKind } from '../machines/cancel-request.js';
+export type { RunStatus } from '../machines/run.types.js';
+export type { StopMode } from '../machines/turn-loop.machine.js';
 export type { SessionStrategy } from '../machines/session.machine.js';
 export { systemClock, sleep } from './clock.js';
 export type { Clock } from './clock.js';
@@ -60,6 +36,7 @@ export {
   RunAlreadyStartedError,
   RunCancelledError,
   SessionBusyError,
+  SessionQueueFullError,
   InvalidArgumentError,
   ShuttingDownError,
   TurnCancelledError,

@@ -411,6 +411,9 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       get queuedRunIds() {
         return peek()?.queuedRunIds ?? [];
       },
+      get busy() {
+        return peek()?.busy ?? false;
+      },
       interrupt(message) {
         const activeRunId = peek()?.activeRunId;
         const run = activeRunId === undefined ? undefined : executors.get(activeRunId);

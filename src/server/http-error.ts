@@ -22,6 +22,7 @@ export type HttpErrorCode =
   | 'too_many_streams'
   | 'too_many_hints'
   | 'session_busy'
+  | 'session_queue_full'
   | 'invalid_idempotency_key'
   | 'idempotency_key_reused'
   | 'idempotency_key_in_progress'
@@ -55,6 +56,7 @@ export const statusOfCode: Readonly<
   too_many_streams: 429,
   too_many_hints: 429,
   session_busy: 409,
+  session_queue_full: 429,
   invalid_idempotency_key: 400,
   idempotency_key_reused: 422,
   idempotency_key_in_progress: 409,
@@ -121,6 +123,8 @@ export function toHttpError(error: unknown): HttpError {
         return new HttpError('session_busy', error.message, {
           active_run_id: (error as { activeRunId?: string }).activeRunId ?? null,
         });
+      case 'SESSION_QUEUE_FULL':
+        return new HttpError('session_queue_full', error.message);
       case 'STORE_FAILED':
         return new HttpError('store_failed', error.message);
       case 'INVALID_ARGUMENT':

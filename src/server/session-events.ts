@@ -9,9 +9,10 @@
  */
 import { CancelMode, type CancelModeValue } from '../../machines/cancel-request.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
-import { SessionBusyError } from '../errors.js';
+import { SessionBusyError, SessionQueueFullError } from '../errors.js';
 import type { SessionKey } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
+import type { AgentRun } from '../run/agent-run.js';
 import type { RunOutcome } from '../run/run-outcome.js';
 import type { Runtime } from '../runtime/create-runtime.js';
 import type { RunRecordOutcome, RunRecords } from '../stores/run-records.js';
@@ -172,13 +173,12 @@ export function applySessionEvent(
  * Whether a `user.message` under `strategy` is refused before a run is prepared: `reject`
  * while the session has an active or a queued run.
  *
- * @remarks The one place the service decides "reject when busy" itself; the runtime's session
- * machine is to own the decision, and then this asks the runtime.
+ * @remarks The session machine decides (README "The controls"); this asks it before anything is
+ * written, so that a refused message applies nothing (no run record, no log line). `run.start()`
+ * still throws `SESSION_BUSY` itself, which maps to the same answer.
  */
 function isRefusedAsBusy(runtime: Runtime, key: SessionKey, strategy: SessionStrategy): boolean {
-  if (strategy !== 'reject') return false;
-  const handle = runtime.session(key.ownerId, key.sessionId);
-  return handle.activeRunId !== undefined || handle.queuedRunIds.length > 0;
+  return strategy === 'reject' && runtime.session(key.ownerId, key.sessionId).busy;
 }
 
 function applyMessage(
@@ -200,15 +200,23 @@ function applyMessage(
       { results },
     );
   if (isRefusedAsBusy(runtime, key, strategy)) throw busy();
-  const run = runtime.prepare({
-    ownerId,
-    sessionId,
-    agent: context.agent,
-    input: event.payload.text,
-    strategy,
-    graceMs: session.graceMs,
-    timeoutMs: context.runTimeoutMs,
-  });
+  let run: AgentRun<unknown>;
+  try {
+    run = runtime.prepare({
+      ownerId,
+      sessionId,
+      agent: context.agent,
+      input: event.payload.text,
+      strategy,
+      graceMs: session.graceMs,
+      timeoutMs: context.runTimeoutMs,
+    });
+  } catch (error) {
+    if (error instanceof SessionQueueFullError) {
+      throw new HttpError('session_queue_full', error.message, { event_index: index }, { results });
+    }
+    throw error;
+  }
   try {
     runs.create({
       runId: run.id,

@@ -55,6 +55,11 @@ export class SessionHost implements SlotWaiter {
     return this.actor.getSnapshot().context.queue.toArray();
   }
 
+  /** Not idle: a `reject` start is refused (the session machine's rule, read from its state). */
+  get busy(): boolean {
+    return this.actor.getSnapshot().value !== 'idle';
+  }
+
   /** No active run, none queued and no child at all: the session may be evicted. */
   get idle(): boolean {
     const snapshot = this.actor.getSnapshot();

@@ -18,6 +18,11 @@ export interface Session {
   /** Runs waiting their turn, in start order. */
   readonly queuedRunIds: string[];
   /**
+   * Whether the session's machine is busy (a run active, or runs waiting for a runtime slot):
+   * a run started now with strategy `reject` would be refused with `SESSION_BUSY`.
+   */
+  readonly busy: boolean;
+  /**
    * Interrupts the active run. When idle, does nothing and remembers nothing.
    *
    * @returns `'accepted'` when a run was interrupted, else `'idle'`

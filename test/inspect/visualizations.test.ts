@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { setup } from 'xstate';
 import { generateVisualizations } from '../../scripts/viz.js';
 import { registeredMachines } from '../../src/inspect/machine-registry.js';
-import { runMachine, toMermaidStateDiagram } from '../../src/index.js';
+import { runMachine } from '../../machines/run.machine.js';
+import { toMermaidStateDiagram } from '../../src/index.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const npm = (...args: string[]) =>
@@ -111,7 +112,7 @@ describe('toMermaidStateDiagram', () => {
 
   it('draws the run machine with its cross-level edges', () => {
     const diagram = toMermaidStateDiagram(runMachine);
-    expect(diagram).toContain('  QUEUED --> RUNNING : run.admit\n');
+    expect(diagram).toContain('  QUEUED --> RUNNING : run.admit<br/>always [wasAdmitted]\n');
     expect(diagram).toContain(
       '    RUNNING_working --> RUNNING_cancelling : run.cancel [movesDeadlineEarlier]<br/>run.cancel\n',
     );
@@ -119,11 +120,13 @@ describe('toMermaidStateDiagram', () => {
       '  RUNNING_cancelling --> CANCELLED_unwinding : run.cancel [escalatesToImmediate]<br/>run.safe_point [matchesSafePoint]<br/>run.cancel_deadline\n',
     );
     expect(diagram).toContain(
-      '  RUNNING_cancelling --> CANCELLED_settled : agent.error [isCancellationError]\n',
+      '  RUNNING_cancelling --> CANCELLED_draining : agent.error [isCancellationError]\n',
     );
     expect(diagram).toContain(
-      '    CANCELLED_unwinding --> CANCELLED_abandoned : after unwindTimeout\n',
+      '    CANCELLED_unwinding --> CANCELLED_draining : agent.done<br/>agent.error<br/>after unwindTimeout\n',
     );
-    expect(diagram).toContain('    CANCELLED_settled --> [*]\n');
+    // Final only once the executor and the nested runs settled.
+    expect(diagram).toContain('  CANCELLED_draining --> settled : always [noNestedRuns]\n');
+    expect(diagram).toContain('  settled --> [*]\n');
   });
 });

@@ -183,6 +183,27 @@ describe('user.message and the session strategy', () => {
     expect((await t.post(id, [message('fourth')])).status).toBe(200);
   });
 
+  it('a session holding maxQueuedRuns unsettled runs answers 429 session_queue_full; earlier results kept', async () => {
+    const gate = gatedAgent<string>();
+    t = createTestService({ agent: gate.agent });
+    const id = await t.createSession();
+    // The runtime's default cap (32): one running, 31 queued, then one too many in the batch.
+    const batch = Array.from({ length: 33 }, (_, i) => message(`m${i}`));
+    const { status, body } = await t.post(id, batch.slice(0, 32));
+    expect(status).toBe(200);
+    const over = await t.post(id, [message('one more')]);
+    expect(over.status).toBe(429);
+    expect(over.body).toMatchObject({ error: { code: 'session_queue_full', event_index: 0 } });
+    expect(t.runtime.runs.size).toBe(32);
+    // Nothing of the refused message was applied: no run, no user.message.
+    expect((await t.events(id)).filter((e) => e.type === 'user.message')).toHaveLength(32);
+    const first = (body.results as Array<{ run_id: string }>)[0]?.run_id ?? '';
+    gate.complete(first, 'done');
+    await t.waitForEvent(id, (e) => e.type === 'run.completed' && e.runId === first);
+    expect((await t.post(id, [message('room again')])).status).toBe(200);
+    t.runtime.session('alice', id).cancelAll({ includeActive: true });
+  });
+
   it('interrupt: the active run is interrupted, then cancelled after grace_ms; the new one runs', async () => {
     const gate = gatedAgent<string>();
     t = createTestService({ agent: gate.agent });
