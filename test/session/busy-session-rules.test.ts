@@ -1,0 +1,132 @@
+/**
+ * The busy-session rule as one table (README "The controls"; the session machine decides it,
+ * machines/session.machine.ts): for each state a session can be in when a run starts, and each
+ * strategy, what happens to the new run, to the queue and to the active run. Every row runs
+ * against the real runtime.
+ */
+import { describe, expect, it } from 'vitest';
+import { createRuntime, type AgentRun, type SessionStrategy } from '../../src/index.js';
+import { createScriptedAgent, createTestClock } from '../../src/testing/index.js';
+
+/** Where the session stands when the new run `n` starts. */
+type Before =
+  | 'idle'
+  /** `a` active, `q` queued behind it. */
+  | 'active'
+  /** `maxConcurrentRuns: 1` held by another session: `q` waits for a slot, nothing active. */
+  | 'waiting for a slot';
+
+interface Row {
+  readonly before: Before;
+  readonly strategy: SessionStrategy;
+  /** The new run's status right after `start()` (a refused one throws SESSION_BUSY). */
+  readonly newRun: 'RUNNING' | 'QUEUED' | 'refused';
+  /** The session's line afterwards, first in line first. */
+  readonly queue: readonly string[];
+  /** What happened to the active run `a`. */
+  readonly active?: 'untouched' | 'interrupted' | 'cancelling at a safe point';
+  /** What happened to the queued run `q`. */
+  readonly queued?: 'waits' | 'cancelled (preempt)';
+}
+
+const table: readonly Row[] = [
+  { before: 'idle', strategy: 'enqueue', newRun: 'RUNNING', queue: [] },
+  { before: 'idle', strategy: 'reject', newRun: 'RUNNING', queue: [] },
+  { before: 'idle', strategy: 'interrupt', newRun: 'RUNNING', queue: [] },
+  { before: 'idle', strategy: 'preempt', newRun: 'RUNNING', queue: [] },
+  // prettier-ignore
+  { before: 'active', strategy: 'enqueue', newRun: 'QUEUED', queue: ['q', 'n'], active: 'untouched', queued: 'waits' },
+  // prettier-ignore
+  { before: 'active', strategy: 'reject', newRun: 'refused', queue: ['q'], active: 'untouched', queued: 'waits' },
+  // prettier-ignore
+  { before: 'active', strategy: 'interrupt', newRun: 'QUEUED', queue: ['n', 'q'], active: 'interrupted', queued: 'waits' },
+  // prettier-ignore
+  { before: 'active', strategy: 'preempt', newRun: 'QUEUED', queue: ['n'], active: 'cancelling at a safe point', queued: 'cancelled (preempt)' },
+  // prettier-ignore
+  { before: 'waiting for a slot', strategy: 'enqueue', newRun: 'QUEUED', queue: ['q', 'n'], queued: 'waits' },
+  // prettier-ignore
+  { before: 'waiting for a slot', strategy: 'reject', newRun: 'refused', queue: ['q'], queued: 'waits' },
+  // The defect fixed with the actor tree: the README promises `interrupt` goes first, and it
+  // used to go last while the session waited for a runtime slot.
+  // prettier-ignore
+  { before: 'waiting for a slot', strategy: 'interrupt', newRun: 'QUEUED', queue: ['n', 'q'], queued: 'waits' },
+  // prettier-ignore
+  { before: 'waiting for a slot', strategy: 'preempt', newRun: 'QUEUED', queue: ['n'], queued: 'cancelled (preempt)' },
+];
+
+describe('the busy-session rule, one table', () => {
+  for (const row of table) {
+    it(`${row.before} + ${row.strategy}: new run ${row.newRun}, line [${row.queue.join(', ')}]`, async () => {
+      const clock = createTestClock();
+      const runtime = createRuntime({
+        clock,
+        ...(row.before === 'waiting for a slot' ? { maxConcurrentRuns: 1 } : {}),
+      });
+      const agent = createScriptedAgent<string>();
+      const key = { ownerId: 'alice', sessionId: 's' };
+      const runs = new Map<string, AgentRun<unknown>>();
+      const start = (name: string, strategy: SessionStrategy, sessionId = key.sessionId) => {
+        const run = runtime.prepare({
+          ...key,
+          sessionId,
+          agent,
+          input: name,
+          strategy,
+          graceMs: 1_000,
+          runId: name,
+        });
+        runs.set(name, run);
+        run.start();
+        return run;
+      };
+      if (row.before === 'waiting for a slot') start('holder', 'enqueue', 'other');
+      if (row.before === 'active') start('a', 'enqueue');
+      if (row.before !== 'idle') start('q', 'enqueue');
+      await clock.flush();
+
+      let refused: unknown;
+      try {
+        start('n', row.strategy);
+      } catch (error) {
+        refused = error;
+      }
+      await clock.flush();
+      const session = runtime.session(key.ownerId, key.sessionId);
+      const n = runs.get('n');
+      if (row.newRun === 'refused') {
+        expect(refused).toMatchObject({ code: 'SESSION_BUSY' });
+        expect(n?.status).toBe('CANCELLED');
+        expect(n?.agentStarted).toBe(false);
+      } else {
+        expect(refused).toBeUndefined();
+        expect(n?.status).toBe(row.newRun);
+      }
+      expect(session.queuedRunIds).toEqual(row.queue);
+
+      const a = runs.get('a');
+      if (row.active !== undefined) {
+        const ctx = agent.context('a');
+        expect(a?.status).toBe('RUNNING');
+        expect(ctx?.interruptRequested).toBe(row.active === 'interrupted');
+        if (row.active === 'cancelling at a safe point') {
+          // It ends at its next safe point, with cause preempt.
+          agent.safePoint('a', 'afterToolCalls');
+          await clock.flush();
+          expect(await a?.termination).toMatchObject({ status: 'CANCELLED', cause: 'preempt' });
+        } else {
+          expect(ctx?.signal.aborted).toBe(false);
+        }
+      }
+      const q = runs.get('q');
+      if (row.queued === 'waits') expect(q?.status).toBe('QUEUED');
+      if (row.queued === 'cancelled (preempt)') {
+        expect(await q?.termination).toMatchObject({ status: 'CANCELLED', cause: 'preempt' });
+      }
+
+      const shutdown = runtime.shutdown({ graceMs: 0 });
+      await clock.advance(10_000);
+      await shutdown;
+      expect(runtime.runs.size).toBe(0);
+    });
+  }
+});
