@@ -15,7 +15,7 @@ export interface Figure {
 }
 
 /**
- * The peer: a bare run machine invoking a promise actor (DESIGN.md §4's cost anchor). Its
+ * The peer: a bare run machine invoking a promise actor (docs/architecture.md, "The actor tree"'s cost anchor). Its
  * `cancel` event leaves RUNNING, which stops the invoked actor and aborts its signal.
  */
 export const bareRunMachine = setup({

@@ -30,7 +30,7 @@ export const CancelMode = {
 /** A value of {@link CancelMode}, or an OR of its safe-point bits. */
 export type CancelModeValue = number;
 
-/** The two safe points an agent can report (DESIGN.md §2). */
+/** The two safe points an agent can report (docs/architecture.md, "Use and vocabulary"). */
 export type SafePointKind = 'afterChatModel' | 'afterToolCalls';
 
 /** Why a run was cancelled, as reported in its outcome and its `run.cancelled` event. */

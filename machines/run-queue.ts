@@ -4,7 +4,7 @@
  * @remarks
  * A doubly linked list indexed by a `Map`. The session machine keeps one in its context and
  * mutates it in place: copying a 10,000-entry queue on every event would make a long queue
- * quadratic, which is exactly what DESIGN.md §6 rules out ("queue removal is O(1)").
+ * quadratic, which is exactly what docs/architecture.md, "Sessions and the busy-session rule" rules out ("queue removal is O(1)").
  *
  * @module
  */

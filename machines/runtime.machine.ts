@@ -1,5 +1,5 @@
 /**
- * The runtime machine: accepting work, then a graceful shutdown (DESIGN.md §11, "graceful
+ * The runtime machine: accepting work, then a graceful shutdown (docs/architecture.md, "Event log and HTTP service", "graceful
  * shutdown"): refuse new runs, cancel the waiting ones, interrupt the running ones, wait
  * `graceMs`, cancel what is left, and report whether everything drained on its own.
  *

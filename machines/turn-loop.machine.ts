@@ -1,6 +1,6 @@
 /**
  * The TurnLoop machine: turns a stream of pushed items into turns, one run per turn, with
- * preemption, stop escalation and checkpoint bookkeeping (DESIGN.md §8, §9). Semantics follow
+ * preemption, stop escalation and checkpoint bookkeeping (docs/architecture.md, "TurnLoop", §9). Semantics follow
  * Eino ADK's TurnLoop, stricter where Eino has holes.
  *
  * @remarks

@@ -6,7 +6,7 @@
  */
 import type { CancelCause } from '../machines/cancel-request.js';
 
-/** Every code a {@link RunplaneError} can carry (DESIGN.md §13). */
+/** Every code a {@link RunplaneError} can carry (docs/architecture.md, "Errors"). */
 export type RunplaneErrorCode =
   | 'RUN_ALREADY_STARTED'
   | 'RUN_CANCELLED'

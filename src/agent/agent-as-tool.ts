@@ -1,6 +1,6 @@
 /**
  * agentAsTool: a sub-agent as a tool. The child runs as a nested run (`ctx.spawn`), so a
- * recursive cancel of the parent reaches it (DESIGN.md §4, the Temporal cancellation tree).
+ * recursive cancel of the parent reaches it (docs/architecture.md, "The actor tree", the Temporal cancellation tree).
  *
  * @module
  */

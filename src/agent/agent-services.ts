@@ -100,7 +100,7 @@ export function createAgentServices(deps: AgentServiceDeps, run: AgentServiceRun
       drain: () => (run.isLive() ? deps.inbox.drain({}, key) : []),
     },
     history: {
-      // Store calls get no signal: saving after a cancel must not be cancelled (DESIGN.md §1).
+      // Store calls get no signal: saving after a cancel must not be cancelled (docs/architecture.md, "Use and vocabulary").
       load: () => guarded('load', () => deps.sessionStore.load({}, key)),
       append: (messages) => {
         if (run.isAbandoned()) {

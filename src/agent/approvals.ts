@@ -1,6 +1,6 @@
 /**
  * Tool approvals: a run waits on `ctx.requestApproval(...)` until someone answers with
- * `runtime.approve(ownerId, sessionId, toolUseId, decision)` (DESIGN.md §7, §11
+ * `runtime.approve(ownerId, sessionId, toolUseId, decision)` (docs/architecture.md, "Agents", §11
  * `user.tool_confirmation`).
  *
  * @remarks From AgentScope's tool confirmation: a denial is not a cancel. The denied tool gets

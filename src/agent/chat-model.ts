@@ -1,5 +1,5 @@
 /**
- * The ChatModel contract: one streamed model call (DESIGN.md §7).
+ * The ChatModel contract: one streamed model call (docs/architecture.md, "Agents").
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * createReActAgent: the reference agent (DESIGN.md §7). Reason with a streamed model call, act
+ * createReActAgent: the reference agent (docs/architecture.md, "Agents"). Reason with a streamed model call, act
  * with tools, repeat; stop cleanly at safe points, on interrupt, at `maxSteps`.
  *
  * @module
@@ -364,7 +364,7 @@ class ReActExecution {
     const pending = this.#pending;
     if (pending === undefined) return;
     const signal = AbortSignal.any([ctx.signal, ctx.interruptSignal]);
-    // allSettled: a tool that ignores a cancel keeps the run unsettled, as it should (DESIGN.md §5).
+    // allSettled: a tool that ignores a cancel keeps the run unsettled, as it should (docs/architecture.md, "A run's life").
     const settled = await Promise.allSettled(
       pending.calls.map(async (call) => {
         const outcome = await runToolCall(call, this.#tools.get(call.name), ctx, signal);

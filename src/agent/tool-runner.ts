@@ -161,7 +161,7 @@ export async function runToolCall(
   })();
   try {
     // A tool that outlives its timeout is left behind (its late result is dropped); a tool that
-    // outlives a cancel is waited for, so the run reports it as unsettled (DESIGN.md §5).
+    // outlives a cancel is waited for, so the run reports it as unsettled (docs/architecture.md, "A run's life").
     return await (timedOut === undefined ? running : Promise.race([running, timedOut]));
   } finally {
     if (timer !== undefined) ctx.clock.clearTimeout(timer);

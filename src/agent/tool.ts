@@ -1,5 +1,5 @@
 /**
- * Tools: typed functions a model may call, with zod-validated arguments (DESIGN.md §7).
+ * Tools: typed functions a model may call, with zod-validated arguments (docs/architecture.md, "Agents").
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * The event log: per-session, append-only, with a strictly increasing `seq` cursor
- * (DESIGN.md §10). Readers resume from any `seq`; nothing ever rewinds it.
+ * (docs/architecture.md, "Event log and HTTP service"). Readers resume from any `seq`; nothing ever rewinds it.
  *
  * @module
  */

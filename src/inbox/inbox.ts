@@ -1,6 +1,6 @@
 /**
  * The session inbox: hints (supplements) pushed while a run works, read at its next reasoning
- * step (DESIGN.md §2, §7, §9).
+ * step (docs/architecture.md, "Use and vocabulary", §7, §9).
  *
  * @remarks Follows AgentScope's Harness inbox (`MessageBus.inboxPush`), with two differences:
  * the key is (ownerId, sessionId), so one owner can never read another's hints, and the

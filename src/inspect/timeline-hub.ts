@@ -1,7 +1,7 @@
 /**
  * createTimelineHub: the live side of the timeline. Turns a runtime's inspection stream into
  * owner-scoped transitions that a service streams as Server-Sent Events to the viewer page at
- * `/inspect` (DESIGN.md §11, §12).
+ * `/inspect` (docs/architecture.md, "Event log and HTTP service", §12).
  *
  * @module
  */

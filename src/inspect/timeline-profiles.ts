@@ -157,7 +157,7 @@ let turnLoopCount = 0;
 const turnLoopIds = new WeakMap<object, string>();
 
 /**
- * Provisional: the TurnLoop machine (DESIGN.md §8) is being written. It is read by the context
+ * Provisional: the TurnLoop machine (docs/architecture.md, "TurnLoop") is being written. It is read by the context
  * fields `loopId` (else `checkpointId`), `ownerId` and `sessionId`; adjust when it lands.
  */
 const turnLoopProfile: TimelineProfile = {

@@ -1,6 +1,6 @@
 /**
  * createTimelineRecorder: writes run, session and turn-loop lifecycles as a compact JSONL trace,
- * the input of `runplane timeline` (DESIGN.md §12).
+ * the input of `runplane timeline` (docs/architecture.md, "Inspection").
  *
  * @module
  */

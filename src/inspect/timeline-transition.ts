@@ -1,5 +1,5 @@
 /**
- * The timeline trace format: one lifecycle transition of one actor per JSON line (DESIGN.md §12).
+ * The timeline trace format: one lifecycle transition of one actor per JSON line (docs/architecture.md, "Inspection").
  *
  * @remarks
  * A line reads `{ t, actor, id, parentId, from, to, event, cause }`:

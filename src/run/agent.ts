@@ -1,5 +1,5 @@
 /**
- * The agent contract (DESIGN.md §7): what runplane runs, and what it hands the agent.
+ * The agent contract (docs/architecture.md, "Agents"): what runplane runs, and what it hands the agent.
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * Bearer-token authentication: a token names its owner (`ownerId`); the owner is never taken
- * from a request body (DESIGN.md §2, §11).
+ * from a request body (docs/architecture.md, "Use and vocabulary", §11).
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * Crash recovery: runs that a dead process left unfinished are marked FAILED with cause
- * `crashed`, and their sessions' logs say so (DESIGN.md §11).
+ * `crashed`, and their sessions' logs say so (docs/architecture.md, "Event log and HTTP service").
  *
  * @module
  */

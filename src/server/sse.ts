@@ -1,6 +1,6 @@
 /**
  * Server-sent events for a session's event log: frames with `id: <seq>`, heartbeat comments,
- * an error frame on failure, and a clean close when the client goes (DESIGN.md §11).
+ * an error frame on failure, and a clean close when the client goes (docs/architecture.md, "Event log and HTTP service").
  *
  * @module
  */

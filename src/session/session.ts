@@ -5,7 +5,7 @@
  */
 
 /**
- * A session's handle: one conversation's queue of runs (DESIGN.md §6).
+ * A session's handle: one conversation's queue of runs (docs/architecture.md, "Sessions and the busy-session rule").
  *
  * @remarks A handle stays valid after the session actor was evicted for idleness; it reaches
  * whatever actor is live for its key.

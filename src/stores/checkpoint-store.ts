@@ -1,6 +1,6 @@
 /**
  * The checkpoint store contract: where a TurnLoop keeps its checkpoint between two lives
- * (DESIGN.md §9).
+ * (docs/architecture.md, "Checkpoints and stores").
  *
  * @remarks A narrow driver interface, context object first: implement three methods and any
  * key-value backend will do. Implementations here: {@link createMemoryCheckpointStore} and,

@@ -1,6 +1,6 @@
 /**
  * Run records: what the service remembers of every run it started, so that a restart can
- * tell what a dead process left unfinished (DESIGN.md §11).
+ * tell what a dead process left unfinished (docs/architecture.md, "Event log and HTTP service").
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * Session records: the sessions the service created, with their owner and busy-session
- * strategy (DESIGN.md §6, §11). A session's history and events live in their own stores.
+ * strategy (docs/architecture.md, "Sessions and the busy-session rule", §11). A session's history and events live in their own stores.
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * The session store: the conversation history of each (ownerId, sessionId) (DESIGN.md §9).
+ * The session store: the conversation history of each (ownerId, sessionId) (docs/architecture.md, "Checkpoints and stores").
  *
  * @module
  */

@@ -262,7 +262,7 @@ class Interrupt extends Step {
     this.label = record.run.id;
     const { run } = record;
     const terminalBefore = isTerminalStatus(run.status);
-    // Before RUNNING an interrupt is a cancel (DESIGN.md §5).
+    // Before RUNNING an interrupt is a cancel (docs/architecture.md, "A run's life").
     record.licences.add(run.status === 'RUNNING' ? 'interrupt' : 'cancel');
     const before = world.fingerprint();
     if (this.via === 'registry') {

@@ -1,5 +1,5 @@
 /**
- * The checkpoint envelope (DESIGN.md §9), its codec and its validation on load.
+ * The checkpoint envelope (docs/architecture.md, "Checkpoints and stores"), its codec and its validation on load.
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * createTurnLoop: binds the pure TurnLoop machine to a runtime, a store and the user's
- * callbacks (DESIGN.md §8, §9).
+ * callbacks (docs/architecture.md, "TurnLoop", §9).
  *
  * @module
  */

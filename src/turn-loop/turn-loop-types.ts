@@ -1,6 +1,6 @@
 /**
  * The TurnLoop's public shapes: its config, push and stop options, the turn context its
- * callbacks see, and the exit it ends with (DESIGN.md §8, §16).
+ * callbacks see, and the exit it ends with (docs/architecture.md, "TurnLoop", §16).
  *
  * @module
  */

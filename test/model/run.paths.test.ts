@@ -205,7 +205,7 @@ const options = {
 const paths = getReplayPaths(runModelMachine, { ...options, adapter });
 
 /**
- * DESIGN.md §5 as a table: which events each state handles. Everything else must be ignored,
+ * docs/architecture.md, "A run's life" as a table: which events each state handles. Everything else must be ignored,
  * and an ignored event must change nothing.
  */
 function designHandles(snapshot: RunSnapshot, event: RunMachineEvent): boolean {
@@ -254,7 +254,7 @@ describe('run.machine: coverage', () => {
     expect(coverage.transientStates).toEqual([]);
   });
 
-  it('every event is handled or explicitly ignored in every reachable state, as DESIGN.md §5 says', () => {
+  it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "A run's life" says', () => {
     const disagreements = coverage.handling
       .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
       .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);

@@ -200,7 +200,7 @@ function optionsFor(gate: Gate, names: readonly string[]) {
   };
 }
 
-/** DESIGN.md §6 as a table: which events each session state handles. */
+/** docs/architecture.md, "Sessions and the busy-session rule" as a table: which events each session state handles. */
 function designHandles(snapshot: SessionSnapshot, event: SessionMachineEvent): boolean {
   const { activeRunId } = snapshot.context;
   if (snapshot.matches('idle')) return event.type === 'session.enqueue';
@@ -234,7 +234,7 @@ for (const gate of ['free', 'held'] as const) {
       expect(coverage.unreachableStates).toEqual(expectedUnreachable);
     });
 
-    it('every event is handled or explicitly ignored in every reachable state, as DESIGN.md §6 says', () => {
+    it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "Sessions and the busy-session rule" says', () => {
       const disagreements = coverage.handling
         .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
         .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);

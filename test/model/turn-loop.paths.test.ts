@@ -309,7 +309,7 @@ const coreOptions = {
 };
 
 /**
- * DESIGN.md §8 as a table for the external events: which ones each state handles. The results
+ * docs/architecture.md, "TurnLoop" as a table for the external events: which ones each state handles. The results
  * of invoked logic are addressed to one invocation and are not in this table.
  */
 function designHandles(snapshot: LoopSnapshot, event: LoopStep): boolean {
@@ -347,7 +347,7 @@ describe('turn-loop.machine: coverage', () => {
     expect(coverage.transientStates).toEqual(['loop.route', 'loop.exiting.deciding']);
   });
 
-  it('every external event is handled or explicitly ignored in every reachable state, as DESIGN.md §8 says', () => {
+  it('every external event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "TurnLoop" says', () => {
     const disagreements = coverage.handling
       .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
       .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);

@@ -1,5 +1,5 @@
 /**
- * One contract suite for every CheckpointStore implementation (DESIGN.md §9, §14): memory,
+ * One contract suite for every CheckpointStore implementation (docs/architecture.md, "Checkpoints and stores", §14): memory,
  * and SQLite on a real file in a temporary directory.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';

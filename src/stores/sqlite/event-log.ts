@@ -1,6 +1,6 @@
 /**
  * The SQLite {@link EventLog}: per-session `seq` that survives restarts and never rewinds
- * (DESIGN.md §10), with followers woken in process and served from a small tail buffer.
+ * (docs/architecture.md, "Event log and HTTP service"), with followers woken in process and served from a small tail buffer.
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * The SQLite {@link SessionStore}, on better-sqlite3 (the embedded default, DESIGN.md §9).
+ * The SQLite {@link SessionStore}, on better-sqlite3 (the embedded default, docs/architecture.md, "Checkpoints and stores").
  *
  * @module
  */
