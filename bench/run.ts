@@ -88,32 +88,6 @@ if (positionals.length > 1) {
 const only = positionals[0];
 const selected = only === undefined ? suiteNames : [only];
 
-const loadBefore = loadavg();
-const t0 = performance.now();
-const scratch = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
-const perRound: Array<SuiteResult & { loadavg: number[] }> = [];
-try {
-  for (let r = 0; r < rounds; r++) {
-    const round: SuiteResult = { figures: [], rows: [] };
-    for (const name of selected) {
-      process.stderr.write(`bench: ${rounds > 1 ? `round ${r + 1}/${rounds}, ` : ''}${name}…\n`);
-      const out = join(scratch, `${name}.json`);
-      const child = spawnSync(
-        process.execPath,
-        [...process.execArgv, fileURLToPath(import.meta.url), '--child', name, '--out', out],
-        { stdio: ['ignore', 'inherit', 'inherit'] },
-      );
-      if (child.status !== 0) throw new Error(`bench suite ${name} failed (exit ${child.status})`);
-      const done = JSON.parse(readFileSync(out, 'utf8')) as SuiteResult;
-      round.figures.push(...done.figures);
-      round.rows.push(...done.rows);
-    }
-    perRound.push({ ...round, loadavg: loadavg().map((l) => +l.toFixed(2)) });
-  }
-} finally {
-  rmSync(scratch, { recursive: true, force: true });
-}
-
 /** A figure over rounds: the median value, every round's value, and the median of each detail. */
 interface FigureOverRounds extends Figure {
   values: number[];
@@ -138,69 +112,103 @@ function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
 const medianOf = <T>(items: T[], field: (item: T) => number): number =>
   round(median(items.map(field)));
 
-const figures: FigureOverRounds[] = [
-  ...groupBy(
-    perRound.flatMap((r) => r.figures),
-    (f) => f.name,
-  ).values(),
-].map((group) => {
-  const values = group.map((f) => f.value);
-  const value = median(values);
-  // The median is one round's value: that round says whether its target was met.
-  const at = group.find((f) => f.value === value) ?? group[0]!;
-  const detailKeys = [...new Set(group.flatMap((f) => Object.keys(f.detail ?? {})))];
-  const detail = Object.fromEntries(
-    detailKeys.map((k) => [
-      k,
-      medianOf(
-        group.filter((f) => f.detail?.[k] !== undefined),
-        (f) => f.detail![k]!,
-      ),
-    ]),
-  );
-  return { ...at, value, detail, values };
-});
+/** Medians over the rounds run so far, with every round's values, and the run's context. */
+function summarize(perRound: Array<SuiteResult & { loadavg: number[] }>) {
+  const figures: FigureOverRounds[] = [
+    ...groupBy(
+      perRound.flatMap((r) => r.figures),
+      (f) => f.name,
+    ).values(),
+  ].map((group) => {
+    const values = group.map((f) => f.value);
+    const value = median(values);
+    // The median is one round's value: that round says whether its target was met.
+    const at = group.find((f) => f.value === value) ?? group[0]!;
+    const detailKeys = [...new Set(group.flatMap((f) => Object.keys(f.detail ?? {})))];
+    const detail = Object.fromEntries(
+      detailKeys.map((k) => [
+        k,
+        medianOf(
+          group.filter((f) => f.detail?.[k] !== undefined),
+          (f) => f.detail![k]!,
+        ),
+      ]),
+    );
+    return { ...at, value, detail, values };
+  });
 
-const rows: RowOverRounds[] = [
-  ...groupBy(
-    perRound.flatMap((r) => r.rows),
-    (row) => `${row.workload}\u0000${row.peer}`,
-  ).values(),
-].map((group) => ({
-  workload: group[0]!.workload,
-  peer: group[0]!.peer,
-  p50Us: medianOf(group, (row) => row.p50Us),
-  p99Us: medianOf(group, (row) => row.p99Us),
-  meanUs: medianOf(group, (row) => row.meanUs),
-  perSecond: Math.round(median(group.map((row) => row.perSecond))),
-  ratioToRunplane: medianOf(group, (row) => row.ratioToRunplane),
-  ratioToBare: medianOf(group, (row) => row.ratioToBare),
-  values: {
-    p50Us: group.map((row) => row.p50Us),
-    ratioToRunplane: group.map((row) => row.ratioToRunplane),
-    ratioToBare: group.map((row) => row.ratioToBare),
-  },
-}));
+  const rows: RowOverRounds[] = [
+    ...groupBy(
+      perRound.flatMap((r) => r.rows),
+      (row) => `${row.workload}\u0000${row.peer}`,
+    ).values(),
+  ].map((group) => ({
+    workload: group[0]!.workload,
+    peer: group[0]!.peer,
+    p50Us: medianOf(group, (row) => row.p50Us),
+    p99Us: medianOf(group, (row) => row.p99Us),
+    meanUs: medianOf(group, (row) => row.meanUs),
+    perSecond: Math.round(median(group.map((row) => row.perSecond))),
+    ratioToRunplane: medianOf(group, (row) => row.ratioToRunplane),
+    ratioToBare: medianOf(group, (row) => row.ratioToBare),
+    values: {
+      p50Us: group.map((row) => row.p50Us),
+      ratioToRunplane: group.map((row) => row.ratioToRunplane),
+      ratioToBare: group.map((row) => row.ratioToBare),
+    },
+  }));
 
-const results = {
-  node: process.version,
-  cpu: cpus()[0]?.model ?? 'unknown',
-  cores: cpus().length,
-  at: new Date().toISOString(),
-  seconds: Math.round((performance.now() - t0) / 1_000),
-  rounds,
-  loadavg: {
-    before: loadBefore.map((l) => +l.toFixed(2)),
-    afterEachRound: perRound.map((r) => r.loadavg),
-  },
-  figures,
-  rows,
-  perRound: perRound.map(({ figures: f, rows: r }) => ({ figures: f, rows: r })),
-};
-writeFileSync(
-  join(import.meta.dirname, only === undefined ? 'results.json' : `results-${only}.json`),
-  `${JSON.stringify(results, null, 2)}\n`,
+  return {
+    node: process.version,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    at: new Date().toISOString(),
+    seconds: Math.round((performance.now() - t0) / 1_000),
+    rounds,
+    loadavg: {
+      before: loadBefore.map((l) => +l.toFixed(2)),
+      afterEachRound: perRound.map((r) => r.loadavg),
+    },
+    figures,
+    rows,
+    perRound: perRound.map(({ figures: f, rows: r }) => ({ figures: f, rows: r })),
+  };
+}
+
+const loadBefore = loadavg();
+const t0 = performance.now();
+const resultsFile = join(
+  import.meta.dirname,
+  only === undefined ? 'results.json' : `results-${only}.json`,
 );
+const scratch = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
+const perRound: Array<SuiteResult & { loadavg: number[] }> = [];
+try {
+  for (let r = 0; r < rounds; r++) {
+    const thisRound: SuiteResult = { figures: [], rows: [] };
+    for (const name of selected) {
+      process.stderr.write(`bench: ${rounds > 1 ? `round ${r + 1}/${rounds}, ` : ''}${name}…\n`);
+      const out = join(scratch, `${name}.json`);
+      const child = spawnSync(
+        process.execPath,
+        [...process.execArgv, fileURLToPath(import.meta.url), '--child', name, '--out', out],
+        { stdio: ['ignore', 'inherit', 'inherit'] },
+      );
+      if (child.status !== 0) throw new Error(`bench suite ${name} failed (exit ${child.status})`);
+      const done = JSON.parse(readFileSync(out, 'utf8')) as SuiteResult;
+      thisRound.figures.push(...done.figures);
+      thisRound.rows.push(...done.rows);
+    }
+    perRound.push({ ...thisRound, loadavg: loadavg().map((l) => +l.toFixed(2)) });
+    // Written after every round, so a long run stopped early keeps the rounds it finished.
+    writeFileSync(resultsFile, `${JSON.stringify(summarize(perRound), null, 2)}\n`);
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+const results = summarize(perRound);
+const { figures, rows } = results;
 
 const status = (f: Figure): string =>
   Number.isNaN(f.value) ? 'pending' : f.meets ? 'meets' : 'short';
