@@ -164,7 +164,8 @@ function summarize(perRound: Array<SuiteResult & { loadavg: number[] }>) {
     cores: cpus().length,
     at: new Date().toISOString(),
     seconds: Math.round((performance.now() - t0) / 1_000),
-    rounds,
+    rounds: perRound.length,
+    roundsAsked: rounds,
     loadavg: {
       before: loadBefore.map((l) => +l.toFixed(2)),
       afterEachRound: perRound.map((r) => r.loadavg),
