@@ -3,7 +3,8 @@
  * Each figure is returned with its target so the runner can print "meets" or "short".
  */
 import { createActor, fromPromise, setup } from 'xstate';
-import { createMemoryEventLog, createRuntime, sleep, type Agent } from '../src/index.js';
+import { performance } from 'node:perf_hooks';
+import { createMemoryEventLog, createRuntime, type Agent, type Runtime } from '../src/index.js';
 
 export interface Figure {
   name: string;
@@ -15,8 +16,8 @@ export interface Figure {
 }
 
 /**
- * The peer: a bare run machine invoking a promise actor (docs/architecture.md, "The actor tree"'s cost anchor). Its
- * `cancel` event leaves RUNNING, which stops the invoked actor and aborts its signal.
+ * The peer: a bare run machine invoking a promise actor (the cost anchor of the README's
+ * Performance section). Its `cancel` event leaves RUNNING, which stops the invoked actor and aborts its signal.
  */
 export const bareRunMachine = setup({
   types: {
@@ -57,56 +58,79 @@ export function bareLifecycle(i: number): Promise<void> {
 export const noop: Agent<number, number> = { execute: (i) => Promise.resolve(i) };
 
 /**
- * n runs queued behind a blocked head in one session; every other one is cancelled while
- * queued, then the head is cancelled and the rest run to completion: wall µs per queued run.
+ * Per-run wall µs of `runs` runs (rounded up to whole batches) in the session `sessionId`, in
+ * batches of n: each batch prepares n runs, starts them all (one runs, n − 1 wait their turn) and
+ * awaits every run's termination before the next batch. So a run's cost is its prepare, its start
+ * and its whole lifecycle until settled, spawn and stop of its actor included.
  */
-async function queueCost(n: number): Promise<number> {
-  const runtime = createRuntime({
-    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 100 }) },
-  });
-  const blocked: Agent<number, number> = {
-    execute: (i, ctx) => sleep(ctx.clock, 60_000, ctx.signal).then(() => i),
-  };
-  const head = runtime.prepare({ ownerId: 'bench', sessionId: 'q', agent: blocked, input: -1 });
-  head.start();
+async function sessionBatchCost(
+  runtime: Runtime,
+  sessionId: string,
+  n: number,
+  runs: number,
+): Promise<number> {
+  const batches = Math.ceil(runs / n);
+  const terminations: Array<Promise<unknown>> = [];
   const t0 = performance.now();
-  const runs = [];
-  for (let i = 0; i < n; i++) {
-    const run = runtime.prepare({ ownerId: 'bench', sessionId: 'q', agent: noop, input: i });
-    run.start();
-    runs.push(run);
+  for (let b = 0; b < batches; b++) {
+    for (let i = 0; i < n; i++) {
+      const run = runtime.prepare({ ownerId: 'bench', sessionId, agent: noop, input: i });
+      run.start();
+      terminations.push(run.termination);
+    }
+    await Promise.all(terminations);
+    terminations.length = 0;
   }
-  for (let i = 1; i < n; i += 2) runs[i]!.cancel();
-  head.cancel();
-  await Promise.all(runs.map((r) => r.termination));
-  const perRunUs = ((performance.now() - t0) * 1_000) / n;
-  await runtime.shutdown({ graceMs: 0 });
-  return perRunUs;
+  return ((performance.now() - t0) * 1_000) / (batches * n);
 }
 
-/** Workload 4: per-run cost of a 10,000-run queue ÷ that of a 100-run queue (flat = 1×). */
-export async function queueScaling(): Promise<Figure> {
-  const rounds = 3;
-  const at100: number[] = [];
-  const at10k: number[] = [];
-  await queueCost(1_000); // warm-up
-  for (let r = 0; r < rounds; r++) {
-    // Many small queues for n = 100, so both sizes run about as long.
-    let sum = 0;
-    for (let k = 0; k < 50; k++) sum += await queueCost(100);
-    at100.push(sum / 50);
-    at10k.push(await queueCost(10_000));
+/** Batch sizes of the per-session cost curve: runs waiting in one session at once. */
+export const sessionCurveSizes = [1, 10, 32, 100] as const;
+
+/**
+ * Workload 4, the per-session cost curve: per-run cost (prepare + start + lifecycle until
+ * settled) with 1, 10, 32 and 100 runs waiting in one session, as ratios to the cost with 1.
+ *
+ * @remarks One runtime and one session, kept live, so the curve shows what the session's depth
+ * costs, not its creation. Every pass runs about 600 runs of each size (a fraction of a second),
+ * the sizes in a rotating order, and takes each size's ratio to size 1 within the pass; the figure
+ * is the median ratio over passes, so the host's drift falls on both sides of a ratio alike.
+ */
+export async function sessionCostCurve(passes = 25, runsPerPass = 600): Promise<Figure[]> {
+  // A capped log: the store's own retention is not what this measures.
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
+  });
+  const sizes = sessionCurveSizes;
+  for (const n of sizes) await sessionBatchCost(runtime, 'curve', n, 3 * runsPerPass); // warm-up
+  const perRunUs = new Map<number, number[]>(sizes.map((n) => [n, []]));
+  const ratios = new Map<number, number[]>(sizes.map((n) => [n, []]));
+  for (let pass = 0; pass < passes; pass++) {
+    const inPass = new Map<number, number>();
+    for (let k = 0; k < sizes.length; k++) {
+      const n = sizes[(pass + k) % sizes.length]!;
+      inPass.set(n, await sessionBatchCost(runtime, 'curve', n, runsPerPass));
+    }
+    for (const n of sizes) {
+      perRunUs.get(n)!.push(inPass.get(n)!);
+      ratios.get(n)!.push(inPass.get(n)! / inPass.get(1)!);
+    }
   }
-  const small = median(at100);
-  const large = median(at10k);
-  return {
-    name: 'queue of 10,000 (every other cancelled): per-run cost at 10,000 ÷ at 100',
-    value: round(large / small),
-    unit: '×',
-    target: '≤ 1.5×',
-    meets: large / small <= 1.5,
-    detail: { perRunUsAt100: round(small), perRunUsAt10000: round(large) },
-  };
+  await runtime.shutdown({ graceMs: 0 });
+  const at1 = median(perRunUs.get(1)!);
+  return sizes
+    .filter((n) => n > 1)
+    .map((n) => {
+      const ratio = median(ratios.get(n)!);
+      return {
+        name: `per-session cost: per-run cost with ${n} runs waiting in one session ÷ with 1`,
+        value: round(ratio),
+        unit: '×',
+        target: 'reported (≤ 1.5×: flat)',
+        meets: ratio <= 1.5,
+        detail: { perRunUs: round(median(perRunUs.get(n)!)), perRunUsWith1: round(at1), passes },
+      };
+    });
 }
 
 function gc(): void {
@@ -175,6 +199,92 @@ export async function memory(): Promise<Figure[]> {
       unit: 'bytes',
       target: '≈ 0 (≤ 64 B: noise)',
       meets: perRun <= 64,
+    },
+  ];
+}
+
+/** `BENCH_HEAP_SESSIONS` (a positive integer, for quick checks), else 100,000. */
+function heapSessionsFromEnv(): number {
+  const raw = process.env.BENCH_HEAP_SESSIONS;
+  if (raw === undefined || raw === '') return 100_000;
+  const sessions = Number(raw);
+  if (!Number.isSafeInteger(sessions) || sessions < 1) {
+    throw new Error(`expected BENCH_HEAP_SESSIONS to be a positive integer, got ${raw}`);
+  }
+  return sessions;
+}
+
+const mib = (bytes: number): number => round(bytes / 1024 / 1024);
+
+/**
+ * Workload 7: the heap after GC following 10 runs in each of `sessions` sessions (1,000,000 runs
+ * over 100,000 by default; `BENCH_HEAP_SESSIONS` sets fewer), with default `createRuntime()`
+ * options: the in-memory event log keeps every event, and an idle session actor lives for
+ * `sessionIdleTtlMs` (60 s).
+ *
+ * @remarks Ten passes, each one no-op run in every session, 1,000 sessions at a time: every
+ * session is touched in the last pass, so all of them are still live (within their idle TTL)
+ * when the heap is measured, as long as that pass takes under 60 s (`lastPassS` in the detail).
+ * The baseline is taken after GC before the runtime is created.
+ */
+export async function heapAfterManyRuns(sessions = heapSessionsFromEnv()): Promise<Figure[]> {
+  const runsPerSession = 10;
+  const concurrency = 1_000;
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const runtime = createRuntime();
+  const t0 = performance.now();
+  let lastPassStart = t0;
+  for (let pass = 0; pass < runsPerSession; pass++) {
+    lastPassStart = performance.now();
+    for (let first = 0; first < sessions; first += concurrency) {
+      const terminations: Array<Promise<unknown>> = [];
+      for (let s = first; s < Math.min(first + concurrency, sessions); s++) {
+        const run = runtime.prepare({
+          ownerId: 'bench',
+          sessionId: `heap-${s}`,
+          agent: noop,
+          input: pass,
+        });
+        run.start();
+        terminations.push(run.termination);
+      }
+      await Promise.all(terminations);
+    }
+  }
+  const elapsedS = (performance.now() - t0) / 1_000;
+  const lastPassS = (performance.now() - lastPassStart) / 1_000;
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  const liveRuns = runtime.runs.size;
+  await runtime.shutdown({ graceMs: 0 });
+  gc();
+  const afterShutdown = process.memoryUsage().heapUsed;
+  const runs = sessions * runsPerSession;
+  const perSession = (after - before) / sessions;
+  const size = `${runs.toLocaleString('en-US')} runs over ${sessions.toLocaleString('en-US')} sessions`;
+  return [
+    {
+      name: `heap after GC following ${size}, default createRuntime()`,
+      value: mib(after),
+      unit: 'MiB',
+      target: 'none (reported)',
+      meets: true,
+      detail: {
+        heapBeforeMiB: mib(before),
+        heapAfterShutdownMiB: mib(afterShutdown),
+        liveRuns,
+        runsPerSecond: Math.round(runs / elapsedS),
+        lastPassS: round(lastPassS),
+      },
+    },
+    {
+      name: `heap growth per session after GC (${size}, default createRuntime())`,
+      value: round(perSession / 1024),
+      unit: 'KiB',
+      target: 'none (reported)',
+      meets: true,
+      detail: { bytesPerRun: Math.round((after - before) / runs) },
     },
   ];
 }

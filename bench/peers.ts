@@ -10,7 +10,15 @@
  *   passed to invoke.
  * - OpenAI Agents: a Runner whose ModelProvider returns a fixed answer without network; cancel is
  *   an AbortSignal passed to run.
+ *
+ * The blocked run is the same workload for every peer: its agent (the executor, node or model
+ * call) is {@link createBlockedAgent}'s `execute`, which awaits a cancellable timer and honours
+ * the AbortSignal the peer hands it. Each peer's per-run setup (creating and starting the run, up
+ * to the agent awaiting) happens in `startBlocked`, outside the timed part; `cancel()` is the timed
+ * part, from the cancel request until the peer reports the end **and** the agent's promise has
+ * settled.
  */
+import { setTimeout as sleepUntilAborted } from 'node:timers/promises';
 import { Annotation, END, MemorySaver, START, StateGraph } from '@langchain/langgraph';
 import {
   Agent as OpenAIAgent,
@@ -29,16 +37,21 @@ import { bareLifecycle, bareRunMachine, noop } from './core.bench.js';
 export interface Peer {
   /** One run of a no-op agent, settled. `key` groups runs into a session or thread. */
   run(i: number, key: string): Promise<unknown>;
-  /** Starts a run that blocks until cancelled; resolves once it is running, with its cancel. */
+  /**
+   * Starts a run whose agent blocks until cancelled; resolves once the agent awaits, with the
+   * run's cancel. `cancel()` sends the peer's own cancel request and resolves once the peer
+   * reports the run over and the agent's promise has settled (returned or thrown).
+   */
   startBlocked(i: number): Promise<{ cancel(): Promise<void> }>;
   close(): Promise<void>;
 }
 
-function abortable(signal: AbortSignal): Promise<never> {
-  return new Promise<never>((_, reject) => {
-    if (signal.aborted) reject(signal.reason as Error);
-    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
-  });
+/** One blocked run as the agent sees it: it is awaiting, and its promise has settled. */
+export interface BlockedRun {
+  /** Resolves once the agent awaits its cancellable timer. */
+  readonly running: Promise<void>;
+  /** Resolves once the agent's promise has returned or thrown. */
+  readonly settled: Promise<void>;
 }
 
 const settle = (p: Promise<unknown>): Promise<void> =>
@@ -47,48 +60,82 @@ const settle = (p: Promise<unknown>): Promise<void> =>
     () => undefined,
   );
 
+/**
+ * The agent of every peer's blocked run: `execute(signal, value)` awaits a 60 s timer that the
+ * signal cancels (node:timers/promises), so it rejects with an AbortError as soon as the peer
+ * aborts it. Blocked runs go one at a time: `arm()` before starting one returns its
+ * {@link BlockedRun}, which the next `execute` reports to.
+ */
+export function createBlockedAgent(): {
+  arm(): BlockedRun;
+  execute<T>(signal: AbortSignal | undefined, value: T): Promise<T>;
+} {
+  let armed: ((agentPromise: Promise<unknown>) => void) | undefined;
+  return {
+    arm() {
+      // Boxed: resolving with the agent's promise itself would wait for it to settle.
+      let enter!: (box: { agentPromise: Promise<unknown> }) => void;
+      const entered = new Promise<{ agentPromise: Promise<unknown> }>(
+        (resolve) => (enter = resolve),
+      );
+      armed = (agentPromise) => enter({ agentPromise });
+      return {
+        running: entered.then(() => undefined),
+        settled: entered.then(({ agentPromise }) => settle(agentPromise)),
+      };
+    },
+    execute(signal, value) {
+      if (signal === undefined) throw new Error('the peer handed its agent no AbortSignal');
+      const agentPromise = sleepUntilAborted(60_000, value, { signal });
+      const enter = armed;
+      armed = undefined;
+      enter?.(agentPromise);
+      return agentPromise;
+    },
+  };
+}
+
+/** Cancels a blocked run: `request()` is the peer's cancel, `done` its own end of the run. */
+const cancelled =
+  (request: () => void, done: Promise<unknown>, run: BlockedRun) => (): Promise<void> => {
+    request();
+    return Promise.all([settle(done), run.settled]).then(() => undefined);
+  };
+
 export function createFloorPeer(): Peer {
+  const agent = createBlockedAgent();
   return {
     run: (i) => noop.execute(i, { signal: new AbortController().signal } as never),
-    startBlocked() {
+    async startBlocked(i) {
+      const blocked = agent.arm();
       const controller = new AbortController();
-      const running = settle(abortable(controller.signal));
-      return Promise.resolve({
-        cancel: () => {
-          controller.abort();
-          return running;
-        },
-      });
+      const done = agent.execute(controller.signal, i);
+      await blocked.running;
+      return { cancel: cancelled(() => controller.abort(), done, blocked) };
     },
     close: () => Promise.resolve(),
   };
 }
 
 export function createBareXStatePeer(): Peer {
-  let started: () => void = () => undefined;
+  const agent = createBlockedAgent();
   const blockedMachine = bareRunMachine.provide({
     actors: {
-      agent: fromPromise(({ signal }) => {
-        started();
-        return abortable(signal);
-      }),
+      agent: fromPromise(({ input, signal }: { input: number; signal: AbortSignal }) =>
+        agent.execute(signal, input),
+      ),
     },
   });
   return {
     run: (i) => bareLifecycle(i),
     async startBlocked(i) {
+      const blocked = agent.arm();
       const actor = createActor(blockedMachine, { input: i });
       const done = new Promise<void>((resolve) => actor.subscribe({ complete: () => resolve() }));
-      const running = new Promise<void>((resolve) => (started = resolve));
       actor.start();
       actor.send({ type: 'start' });
-      await running;
-      return {
-        cancel: () => {
-          actor.send({ type: 'cancel' });
-          return done;
-        },
-      };
+      await blocked.running;
+      return { cancel: cancelled(() => actor.send({ type: 'cancel' }), done, blocked) };
     },
     close: () => Promise.resolve(),
   };
@@ -99,12 +146,9 @@ export function createRunplanePeer(): Peer & { runtime: Runtime } {
   const runtime = createRuntime({
     stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
   });
-  let started: () => void = () => undefined;
-  const blocked: Agent<number, number> = {
-    execute: (_i, ctx) => {
-      started();
-      return abortable(ctx.signal);
-    },
+  const agent = createBlockedAgent();
+  const blockedAgent: Agent<number, number> = {
+    execute: (i, ctx) => agent.execute(ctx.signal, i),
   };
   return {
     runtime,
@@ -114,21 +158,17 @@ export function createRunplanePeer(): Peer & { runtime: Runtime } {
       return run.termination;
     },
     async startBlocked(i) {
-      const running = new Promise<void>((resolve) => (started = resolve));
+      const blocked = agent.arm();
       const run = runtime.prepare({
         ownerId: 'bench',
         sessionId: 'cancel',
-        agent: blocked,
+        agent: blockedAgent,
         input: i,
       });
       run.start();
-      await running;
-      return {
-        cancel: () => {
-          run.cancel();
-          return settle(run.termination);
-        },
-      };
+      await blocked.running;
+      // run.termination resolves only once the agent has settled; awaiting both changes nothing.
+      return { cancel: cancelled(() => run.cancel(), run.termination, blocked) };
     },
     close: async () => {
       await runtime.shutdown({ graceMs: 0 });
@@ -145,13 +185,9 @@ export function createLangGraphPeer(withMemorySaver: boolean): Peer {
     .addEdge(START, 'agent')
     .addEdge('agent', END)
     .compile({ checkpointer });
-  let started: () => void = () => undefined;
+  const agent = createBlockedAgent();
   const blockedGraph = new StateGraph(GraphState)
-    .addNode('agent', async (_state: typeof GraphState.State, config) => {
-      started();
-      await abortable(config.signal ?? new AbortController().signal);
-      return {};
-    })
+    .addNode('agent', (_state: typeof GraphState.State, config) => agent.execute(config.signal, {}))
     .addEdge(START, 'agent')
     .addEdge('agent', END)
     .compile({ checkpointer });
@@ -159,46 +195,40 @@ export function createLangGraphPeer(withMemorySaver: boolean): Peer {
     // A thread per session key, as an application would use one per conversation.
     run: (i, key) => graph.invoke({ n: i }, { configurable: { thread_id: key } }),
     async startBlocked(i) {
+      const blocked = agent.arm();
       const controller = new AbortController();
-      const running = new Promise<void>((resolve) => (started = resolve));
-      const invoked = settle(
-        blockedGraph.invoke(
-          { n: i },
-          { signal: controller.signal, configurable: { thread_id: `cancel-${i}` } },
-        ),
+      const done = blockedGraph.invoke(
+        { n: i },
+        { signal: controller.signal, configurable: { thread_id: `cancel-${i}` } },
       );
-      await running;
-      return {
-        cancel: () => {
-          controller.abort();
-          return invoked;
-        },
-      };
+      await blocked.running;
+      return { cancel: cancelled(() => controller.abort(), done, blocked) };
     },
     close: () => Promise.resolve(),
   };
 }
 
-/** A Model that answers every request with the same assistant message, without network. */
+const fixedResponse = (): ModelResponse => ({
+  usage: new Usage(),
+  output: [
+    {
+      type: 'message',
+      role: 'assistant',
+      status: 'completed',
+      content: [{ type: 'output_text', text: 'ok' }],
+    },
+  ],
+});
+
+/**
+ * A Model that answers every request with the same assistant message, without network; with a
+ * blocked agent, it first awaits that agent's cancellable timer with the request's signal.
+ */
 class FixedModel implements Model {
-  started: () => void = () => undefined;
-  constructor(private readonly blocking: boolean) {}
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
-    if (this.blocking) {
-      this.started();
-      await abortable(request.signal ?? new AbortController().signal);
-    }
-    return {
-      usage: new Usage(),
-      output: [
-        {
-          type: 'message',
-          role: 'assistant',
-          status: 'completed',
-          content: [{ type: 'output_text', text: 'ok' }],
-        },
-      ],
-    };
+  constructor(private readonly blocked?: ReturnType<typeof createBlockedAgent>) {}
+  getResponse(request: ModelRequest): Promise<ModelResponse> {
+    if (this.blocked === undefined) return Promise.resolve(fixedResponse());
+    return this.blocked.execute(request.signal, fixedResponse());
   }
   getStreamedResponse(): AsyncIterable<never> {
     throw new Error('not used by the bench: it never streams');
@@ -206,25 +236,22 @@ class FixedModel implements Model {
 }
 
 export function createOpenAIAgentsPeer(): Peer {
-  const fixed = new FixedModel(false);
-  const blocking = new FixedModel(true);
+  const agent = createBlockedAgent();
   const provider = (model: Model): ModelProvider => ({ getModel: () => model });
-  const runner = new Runner({ modelProvider: provider(fixed), tracingDisabled: true });
-  const blockedRunner = new Runner({ modelProvider: provider(blocking), tracingDisabled: true });
-  const agent = new OpenAIAgent({ name: 'noop', instructions: 'answer ok' });
+  const runner = new Runner({ modelProvider: provider(new FixedModel()), tracingDisabled: true });
+  const blockedRunner = new Runner({
+    modelProvider: provider(new FixedModel(agent)),
+    tracingDisabled: true,
+  });
+  const openAIAgent = new OpenAIAgent({ name: 'noop', instructions: 'answer ok' });
   return {
-    run: (i) => runner.run(agent, `input ${i}`),
+    run: (i) => runner.run(openAIAgent, `input ${i}`),
     async startBlocked(i) {
+      const blocked = agent.arm();
       const controller = new AbortController();
-      const running = new Promise<void>((resolve) => (blocking.started = resolve));
-      const ran = settle(blockedRunner.run(agent, `input ${i}`, { signal: controller.signal }));
-      await running;
-      return {
-        cancel: () => {
-          controller.abort();
-          return ran;
-        },
-      };
+      const done = blockedRunner.run(openAIAgent, `input ${i}`, { signal: controller.signal });
+      await blocked.running;
+      return { cancel: cancelled(() => controller.abort(), done, blocked) };
     },
     close: () => Promise.resolve(),
   };
