@@ -43,17 +43,12 @@ const cancelOptionsSchema = z.strictObject({
 /** Why `events()` stops following the log (the reason of an internal signal, never thrown). */
 const followStopped = 'events() stopped following';
 
-/** The executor behind each handle; read by the runtime's own modules only. */
-const executors = new WeakMap<AgentRun<unknown>, RunExecutor>();
-
 /**
  * @internal The executor of `run` (for the runtime and the TurnLoop: full cancel requests).
  * @throws TypeError for an object that is not a run handle
  */
 export function executorOf(run: AgentRun<unknown>): RunExecutor {
-  const executor = executors.get(run);
-  if (executor === undefined) throw new TypeError('not an AgentRun made by a runplane runtime');
-  return executor;
+  return AgentRun.executorOf(run);
 }
 
 /**
@@ -88,7 +83,12 @@ export class AgentRun<TOutput = unknown> {
     this.sessionId = executor.sessionId;
     this.parentRunId = executor.parentRunId;
     this.termination = executor.termination as Promise<RunOutcome<TOutput>>;
-    executors.set(this, executor);
+  }
+
+  /** @internal See {@link executorOf}. */
+  static executorOf(run: AgentRun<unknown>): RunExecutor {
+    if (!(#run in run)) throw new TypeError('not an AgentRun made by a runplane runtime');
+    return run.#run;
   }
 
   /** The current status: `CREATED | QUEUED | RUNNING | COMPLETED | FAILED | CANCELLED`. */

@@ -254,7 +254,7 @@ describe('run.machine: coverage', () => {
     expect(coverage.transientStates).toEqual([]);
   });
 
-  it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "A run's life" says', () => {
+  it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md says', () => {
     const disagreements = coverage.handling
       .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
       .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);

@@ -234,7 +234,7 @@ for (const gate of ['free', 'held'] as const) {
       expect(coverage.unreachableStates).toEqual(expectedUnreachable);
     });
 
-    it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "Sessions and the busy-session rule" says', () => {
+    it('every event is handled or explicitly ignored in every reachable state, as docs/architecture.md says', () => {
       const disagreements = coverage.handling
         .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
         .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);

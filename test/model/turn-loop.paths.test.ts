@@ -347,7 +347,7 @@ describe('turn-loop.machine: coverage', () => {
     expect(coverage.transientStates).toEqual(['loop.route', 'loop.exiting.deciding']);
   });
 
-  it('every external event is handled or explicitly ignored in every reachable state, as docs/architecture.md, "TurnLoop" says', () => {
+  it('every external event is handled or explicitly ignored in every reachable state, as docs/architecture.md says', () => {
     const disagreements = coverage.handling
       .filter((h) => (h.verdict === 'handled') !== designHandles(h.snapshot, h.eventObject))
       .map((h) => `${h.state} / ${h.event}: machine ${h.verdict}`);
