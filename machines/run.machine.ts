@@ -46,18 +46,7 @@ import type {
   StatusChange,
 } from './run.types.js';
 
-export {
-  terminalRunStatuses,
-  type AdmissionVerdict,
-  type ExecutorAbortParams,
-  type InterruptCause,
-  type RunMachineContext,
-  type RunMachineEvent,
-  type RunMachineInput,
-  type RunMachineOutput,
-  type RunStatus,
-  type StatusChange,
-} from './run.types.js';
+export { terminalRunStatuses, type RunStatus } from './run.types.js';
 
 /** A nested run's end, as its parent run receives it. */
 type ChildEndEvent =
@@ -73,7 +62,7 @@ export const runSystemId = (runId: string): string => `run:${runId}`;
  * @param context - a run's context in a terminal status
  * @returns the run's {@link RunMachineOutput}
  */
-export function toRunOutput(context: RunMachineContext): RunMachineOutput {
+function toRunOutput(context: RunMachineContext): RunMachineOutput {
   if (context.status === 'COMPLETED') {
     return { status: 'COMPLETED', output: context.output, interrupted: context.interruptRequested };
   }

@@ -38,7 +38,7 @@ export interface RunMachineInput {
 }
 
 /** A run's fixed budgets (ms) and caps, from its input. */
-export interface RunLimits {
+interface RunLimits {
   readonly timeoutMs: number | undefined;
   readonly unwindTimeoutMs: number;
   readonly maxNestedRuns: number;
