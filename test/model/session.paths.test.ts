@@ -5,12 +5,17 @@
  * After every step the real session (its actor's state, `activeRunId`, `queuedRunIds`, its
  * children, the runs still live) must equal the machine's.
  *
+ * `prepare()` must throw `SESSION_QUEUE_FULL` and `start()` `SESSION_BUSY` exactly when the
+ * model refuses the prepare or rejects the start.
+ *
  * Gate `free`: no `maxConcurrentRuns`. Gate `held`: `maxConcurrentRuns: 1` and a rival session
- * that always holds or waits for the slot; "slot granted" is the rival's run ending.
+ * that always holds or waits for the slot; "slot granted" is the rival's run ending. A third
+ * setting, `maxQueuedRuns: 2` with a free gate, fills the session with two runs.
  */
 import { describe, expect, it } from 'vitest';
 import type { AnyActorRef, StateValue } from 'xstate';
 import { sessionMachine, type SessionStrategy } from '../../machines/session.machine.js';
+import { SessionQueueFullError } from '../../src/errors.js';
 import { createRuntime, SessionBusyError, type AgentRun, type Runtime } from '../../src/index.js';
 import {
   createScriptedAgent,
@@ -46,7 +51,24 @@ import {
 
 const ownerId = 'alice';
 const sessionId = 's';
-const input = { ownerId, sessionId, maxQueuedRuns: MAX_QUEUED_RUNS };
+
+/**
+ * A runtime to replay against: its gate, its `maxQueuedRuns`, and whether simple paths are
+ * generated (the full session only gets shortest paths and self-loops).
+ */
+interface Setting {
+  readonly name: string;
+  readonly gate: Gate;
+  readonly maxQueuedRuns: number;
+  readonly simplePaths: boolean;
+}
+
+const settings: readonly Setting[] = [
+  { name: 'free gate', gate: 'free', maxQueuedRuns: MAX_QUEUED_RUNS, simplePaths: true },
+  { name: 'held gate', gate: 'held', maxQueuedRuns: MAX_QUEUED_RUNS, simplePaths: true },
+  // Two runs fill the session: a third prepare() is refused (SESSION_QUEUE_FULL).
+  { name: 'free gate, maxQueuedRuns 2', gate: 'free', maxQueuedRuns: 2, simplePaths: false },
+];
 
 interface SessionSystem {
   runtime: Runtime;
@@ -83,29 +105,43 @@ const sessionActor = (actors: readonly AnyActorRef[]): AnyActorRef | undefined =
     return context?.sessionId === sessionId && context.queue !== undefined;
   });
 
-/** Starts the run named by a model "start x"; answers whether `start()` threw `SESSION_BUSY`. */
-function startRun(system: SessionSystem, run: ModelRunInput): boolean {
-  const handle = system.runtime.prepare({
-    ownerId,
-    sessionId,
-    agent: system.agent,
-    input: null,
-    strategy: run.strategy,
-    graceMs: GRACE_MS,
-    runId: `${run.runId}${system.serial++}`,
-  });
+/**
+ * Prepares and starts the run named by a model "start x".
+ *
+ * @returns `'started'`, `'busy'` when `start()` threw `SESSION_BUSY`, `'full'` when `prepare()`
+ *   threw `SESSION_QUEUE_FULL`
+ */
+function startRun(system: SessionSystem, run: ModelRunInput): 'started' | 'busy' | 'full' {
+  let handle: AgentRun<unknown>;
+  try {
+    handle = system.runtime.prepare({
+      ownerId,
+      sessionId,
+      agent: system.agent,
+      input: null,
+      strategy: run.strategy,
+      graceMs: GRACE_MS,
+      runId: `${run.runId}${system.serial++}`,
+    });
+  } catch (error) {
+    if (error instanceof SessionQueueFullError) return 'full';
+    throw error;
+  }
   system.runs.set(run.runId, handle);
   system.names.set(handle.id, run.runId);
   try {
     handle.start();
-    return false;
+    return 'started';
   } catch (error) {
-    if (error instanceof SessionBusyError) return true;
+    if (error instanceof SessionBusyError) return 'busy';
     throw error;
   }
 }
 
-function adapterFor(gate: Gate): PathAdapter<SessionSnapshot, SessionModelEvent, SessionSystem> {
+function adapterFor({
+  gate,
+  maxQueuedRuns,
+}: Setting): PathAdapter<SessionSnapshot, SessionModelEvent, SessionSystem> {
   return {
     async setup() {
       const clock = createTestClock();
@@ -115,7 +151,7 @@ function adapterFor(gate: Gate): PathAdapter<SessionSnapshot, SessionModelEvent,
         clock,
         // Settling is a step of its own: never abandon an agent during a path.
         unwindTimeoutMs: UNWIND_MS,
-        maxQueuedRuns: MAX_QUEUED_RUNS,
+        maxQueuedRuns,
         ...(gate === 'held' ? { maxConcurrentRuns: 1 } : {}),
         reportError: (error) => errors.push(error),
         inspect: (event) => {
@@ -143,11 +179,16 @@ function adapterFor(gate: Gate): PathAdapter<SessionSnapshot, SessionModelEvent,
       const ended = endedRun(event);
       if (event.type === 'session.prepare') {
         const run = event.run as ModelRunInput;
-        // `reject` is refused exactly when the session has work (active, or waiting for a slot).
-        const busy = !from.matches('idle');
-        expect(startRun(system, run), `start ${run.runId} throws SESSION_BUSY`).toBe(
-          run.strategy === 'reject' && busy,
-        );
+        // prepare() is refused exactly when the session is full; start() with `reject` exactly
+        // when the session has work (active, or waiting for a slot).
+        const { runCount } = from.context;
+        const verdict =
+          runCount >= maxQueuedRuns
+            ? 'full'
+            : run.strategy === 'reject' && !from.matches('idle')
+              ? 'busy'
+              : 'started';
+        expect(startRun(system, run), `start ${run.runId}`).toBe(verdict);
       } else if (ended !== undefined) {
         const run = system.runs.get(ended);
         if (run === undefined) throw new Error(`no run named ${ended}`);
@@ -218,12 +259,12 @@ function adapterFor(gate: Gate): PathAdapter<SessionSnapshot, SessionModelEvent,
   };
 }
 
-function optionsFor(gate: Gate, names: readonly string[]) {
+function optionsFor({ gate, maxQueuedRuns }: Setting, names: readonly string[]) {
   return {
     events: sessionEvents,
     filterEvents: sessionEventIsRealizable(gate, names),
     serializeState: serializeSessionState,
-    input,
+    input: { ownerId, sessionId, maxQueuedRuns },
     describeState: describeSessionState,
     describeEvent: describeSessionEvent,
   };
@@ -239,8 +280,8 @@ const idleStrategies: Readonly<Record<string, readonly SessionStrategy[]>> = {
   b: ['interrupt', 'preempt'],
 };
 
-function simplePathOptions(gate: Gate) {
-  const options = optionsFor(gate, Object.keys(idleStrategies));
+function simplePathOptions(setting: Setting) {
+  const options = optionsFor(setting, Object.keys(idleStrategies));
   const realizable = options.filterEvents;
   return {
     ...options,
@@ -279,10 +320,11 @@ function designHandles(snapshot: SessionSnapshot, event: SessionModelEvent): boo
   }
 }
 
-for (const gate of ['free', 'held'] as const) {
-  describe(`session.machine (${gate} gate): coverage`, () => {
+for (const setting of settings) {
+  const { gate } = setting;
+  describe(`session.machine (${setting.name}): coverage`, () => {
     const coverage = getMachineCoverage(sessionMachine, sessionModel(gate), {
-      ...optionsFor(gate, runNames),
+      ...optionsFor(setting, runNames),
       tableEvents: sessionTableEvents,
     });
 
@@ -304,36 +346,43 @@ for (const gate of ['free', 'held'] as const) {
     });
   });
 
-  describe(`session.machine (${gate} gate) paths replayed against the runtime`, () => {
-    const adapter = adapterFor(gate);
+  describe(`session.machine (${setting.name}) paths replayed against the runtime`, () => {
+    const adapter = adapterFor(setting);
     // Shortest paths (and self-loops) over three runs; simple paths over two, where their number
     // stays in the hundreds (over three it runs into the millions).
     const paths = [
       ...getReplayPaths(sessionModel(gate), {
-        ...optionsFor(gate, runNames),
+        ...optionsFor(setting, runNames),
         adapter,
         kinds: ['shortest', 'ignored'] as PathKind[],
       }),
-      ...getReplayPaths(sessionModel(gate), {
-        ...simplePathOptions(gate),
-        adapter,
-        kinds: ['simple'] as PathKind[],
-      }),
+      ...(setting.simplePaths
+        ? getReplayPaths(sessionModel(gate), {
+            ...simplePathOptions(setting),
+            adapter,
+            kinds: ['simple'] as PathKind[],
+          })
+        : []),
     ];
     const unique = [...new Map(paths.map((p) => [p.name, p])).values()];
+    const full = setting.maxQueuedRuns < runNames.length;
 
-    it('generates shortest and simple paths; the runtime never sends an event the session ignores', () => {
+    it('generates shortest and simple paths, and self-loops: rejections and refused prepares', () => {
       expect(new Set(unique.map((p) => p.kind))).toEqual(
-        new Set(['shortest', 'simple', 'ignored']),
+        new Set(['shortest', 'ignored', ...(setting.simplePaths ? ['simple'] : [])]),
       );
-      // A path of kind `ignored` ends with a step that leaves the session as it was. Every event
-      // the session ignores is one the runtime never sends (see the coverage above), so the only
-      // such steps are rejections: the run is spawned, rejected and gone in one step.
+      // A path of kind `ignored` ends with a step that leaves the session as it was. The events
+      // the session ignores (see the coverage above) are ones the runtime never sends, except a
+      // prepare into a full session, which the runtime refuses with SESSION_QUEUE_FULL. The
+      // other such steps are rejections: the run is spawned, rejected and gone in one step.
       const selfLoops = unique
         .filter((p) => p.kind === 'ignored')
         .map((p) => describeSessionEvent(p.events.at(-1) as SessionModelEvent));
-      expect(selfLoops.length).toBeGreaterThan(0);
-      expect(selfLoops.filter((name) => !/^start [abc] \(reject\)$/.test(name))).toEqual([]);
+      const rejections = selfLoops.filter((name) => /^start [abc] \(reject\)$/.test(name));
+      expect(rejections.length).toBeGreaterThan(0);
+      const refused = selfLoops.filter((name) => !rejections.includes(name));
+      if (full) expect(refused.length).toBeGreaterThan(0);
+      expect(refused.filter((name) => !full || !/^start [abc]/.test(name))).toEqual([]);
     });
 
     for (const path of unique) {
