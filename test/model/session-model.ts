@@ -1,128 +1,196 @@
 /**
- * The session machine as a test model.
+ * The session machine as a test model: the parent of its runs, with the runs and the runtime's
+ * gate reduced to their synchronous answers.
  *
+ * - Model events over run names `a`, `b`, `c`: "start x (strategy)" is a `session.prepare` of a
+ *   fresh run named x, whose reaction is its `session.start` (the runtime's `prepare()` then
+ *   `start()`); "cancel x" and "x settles" are the child's end, `xstate.done.actor.x` (with a
+ *   CANCELLED or a COMPLETED output: the session only reads the actor id); "slot granted";
+ *   "grace over" (the `interrupt` strategy's grace timer).
+ * - The `run` actor is inert (`fromCallback`): no run machine runs inside the traversal. The
+ *   children's synchronous answers are composed in with `withReactions`, keyed on the executed
+ *   `xstate.sendTo` actions: a run told `run.start` with verdict `rejected` ends at once, and so
+ *   does a run that is sent `run.cancel` while it is not the active one (`preempt` cancelling
+ *   the queued runs). A cancel sent to the active run (`preempt` at a safe point, the
+ *   `interrupt` grace cancel) ends nothing: the test's agent ignores aborts, the run ends when
+ *   its agent settles ("x settles"). With a free gate a slot request is granted at once.
  * - The queue is copied on write: the runtime's session machine mutates its `RunQueue` in place
- *   (O(1) per event over a 10,000-run queue), which a graph traversal cannot share between
- *   snapshots. Only the queue actions are replaced; guards, transitions and every other action
- *   are the machine's own.
- * - The environment's synchronous answers are composed in with `withReactions`: a cancelled
- *   queued run leaves the queue at once (`session.dequeue`), and with a free gate a slot request
- *   is granted at once (`session.slot_granted`).
+ *   (O(1) per event over a long queue), which a graph traversal cannot share between snapshots.
+ *   Every step works on a copy (`withReactions`' `copy`), so the machine's own in-place actions
+ *   (`forgetRun`, `admitHead`) are used as they are; the two queue actions that are plain
+ *   functions (`addStartedToQueue`, `addStartedToQueueFront`), which `transition()` hands back
+ *   without running, are restated as `assign`s doing the same. Guards, transitions and every
+ *   other action are the machine's own.
  * - Two gates: `free` (no `maxConcurrentRuns`: the slot is always free) and `held` (a rival
- *   session always holds or waits for the only slot, so this session waits in `admitting` until
+ *   session always holds or waits for the only slot, so this session waits in `waiting` until
  *   the rival's run ends).
  */
-import { assign } from 'xstate';
-import type { ActorLogic, StateValue } from 'xstate';
+import { assign, fromCallback } from 'xstate';
+import type { ActorLogic, EventFromLogic, StateValue } from 'xstate';
 import { RunQueue } from '../../machines/run-queue.js';
+import type { RunMachineInput } from '../../machines/run.machine.js';
 import {
   sessionMachine,
-  type CancelRunsParams,
-  type SessionMachineEvent,
   type SessionMachineInput,
+  type SessionStrategy,
 } from '../../machines/session.machine.js';
 import { getStatePaths, withReactions } from '../../src/testing/index.js';
 
 export type SessionSnapshot = ReturnType<typeof sessionMachine.getInitialSnapshot>;
+/** Every event the session machine takes, its children's ends included. */
+export type SessionModelEvent = EventFromLogic<typeof sessionMachine>;
 export type Gate = 'free' | 'held';
 
 export const GRACE_MS = 100;
+export const UNWIND_MS = 1_000_000;
+export const MAX_QUEUED_RUNS = 32;
 export const runNames = ['a', 'b', 'c'] as const;
-const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
+export const strategies: readonly SessionStrategy[] = ['enqueue', 'reject', 'interrupt', 'preempt'];
+export const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
 
-const copy = (queue: RunQueue, change: (next: RunQueue) => void): RunQueue => {
+/** The run input of a model "start x": the strategy its `start()` uses rides along. */
+export interface ModelRunInput extends RunMachineInput {
+  readonly strategy: SessionStrategy;
+}
+
+const prepareEvent = (runId: string, strategy: SessionStrategy): SessionModelEvent => {
+  const run: ModelRunInput = {
+    runId,
+    ownerId: 'alice',
+    sessionId: 's',
+    unwindTimeoutMs: UNWIND_MS,
+    maxNestedRuns: MAX_QUEUED_RUNS,
+    strategy,
+  };
+  return { type: 'session.prepare', run };
+};
+
+const endEvent = (runId: string, status: 'COMPLETED' | 'CANCELLED'): SessionModelEvent => ({
+  type: `xstate.done.actor.${runId}`,
+  actorId: runId,
+  output: { status },
+});
+
+const startEvent = (runId: string, strategy: SessionStrategy): SessionModelEvent => ({
+  type: 'session.start',
+  runId,
+  at: 0,
+  strategy,
+  graceMs: GRACE_MS,
+});
+
+const copyQueue = (queue: RunQueue): RunQueue => {
   const next = new RunQueue();
   for (const id of queue.toArray()) next.add(id);
-  change(next);
   return next;
 };
 
-/** The session machine with copy-on-write queue actions and the gate's answer to `slotFree`. */
-function sessionModelMachine(gate: Gate) {
+/** Each step works on a copy of the queue (see the module note). */
+const copySnapshot = (snapshot: SessionSnapshot): SessionSnapshot => ({
+  ...snapshot,
+  context: { ...snapshot.context, queue: copyQueue(snapshot.context.queue) },
+});
+
+/** The session machine with inert runs, the plain-function queue actions as assigns, the gate. */
+export function sessionModelMachine(gate: Gate) {
   return sessionMachine.provide({
+    actors: { run: fromCallback(() => undefined) as never },
     guards: { slotFree: () => gate === 'free' },
     actions: {
-      addToQueue: assign(({ context, event }) =>
-        event.type === 'session.enqueue'
-          ? { queue: copy(context.queue, (q) => q.add(event.runId)) }
-          : {},
-      ),
-      addToQueueFront: assign(({ context, event }) =>
-        event.type === 'session.enqueue'
-          ? {
-              queue: copy(new RunQueue(), (q) => {
-                q.add(event.runId);
-                for (const id of context.queue.toArray()) q.add(id);
-              }),
-            }
-          : {},
-      ),
-      removeFromQueue: assign(({ context, event }) =>
-        event.type === 'session.dequeue'
-          ? { queue: copy(context.queue, (q) => q.delete(event.runId)) }
-          : {},
-      ),
-      admitHead: assign(({ context }) => {
-        const [head, ...rest] = context.queue.toArray();
-        return {
-          activeRunId: head,
-          queue: copy(new RunQueue(), (q) => rest.forEach((id) => q.add(id))),
-        };
+      addStartedToQueue: assign(({ context, event }) => {
+        if (event.type === 'session.start') context.queue.add(event.runId);
+        return {};
+      }),
+      addStartedToQueueFront: assign(({ context, event }) => {
+        if (event.type === 'session.start') context.queue.addFirst(event.runId);
+        return {};
       }),
     },
   });
 }
 
-/** The session machine composed with the runtime's synchronous answers. */
+interface SentTo {
+  readonly targetId: string;
+  readonly event: { readonly type: string; readonly verdict?: string };
+}
+
+/** The session machine composed with its runs' and the runtime's synchronous answers. */
 export function sessionModel(
   gate: Gate,
-): ActorLogic<SessionSnapshot, SessionMachineEvent, SessionMachineInput> {
-  return withReactions(sessionModelMachine(gate), (action, snapshot) => {
-    if (action.type === 'requestSlot' && gate === 'free')
-      return [{ type: 'session.slot_granted' as const }];
-    if (action.type === 'cancelRuns') {
-      // A cancelled queued run leaves the queue; a cancelled active run stays until it settles.
-      const { runIds } = action.params as CancelRunsParams;
-      return runIds
-        .filter((runId) => snapshot.context.queue.has(runId))
-        .map((runId) => ({ type: 'session.dequeue' as const, runId }));
-    }
-    return undefined;
-  });
+): ActorLogic<SessionSnapshot, SessionModelEvent, SessionMachineInput> {
+  return withReactions(
+    sessionModelMachine(gate),
+    (action, snapshot) => {
+      switch (action.type) {
+        case 'requestSlot':
+          return gate === 'free' ? [{ type: 'session.slot_granted' as const }] : undefined;
+        case 'xstate.spawnChild': {
+          // prepare() returned; the test starts the run at once.
+          const { id, input } = action.params as { id: string; input: ModelRunInput };
+          return [startEvent(id, input.strategy)];
+        }
+        case 'xstate.sendTo': {
+          const { targetId, event } = action.params as SentTo;
+          // A rejected run ends CANCELLED at once (it never ran).
+          if (event.type === 'run.start' && event.verdict === 'rejected')
+            return [endEvent(targetId, 'CANCELLED')];
+          // A cancelled run that is not running (queued) ends at once; the active one ends only
+          // when its agent settles, which ignores aborts.
+          if (event.type === 'run.cancel' && targetId !== snapshot.context.activeRunId)
+            return [endEvent(targetId, 'CANCELLED')];
+          return undefined;
+        }
+        default:
+          return undefined;
+      }
+    },
+    { copy: copySnapshot },
+  );
 }
 
-/** Every event of the session machine, over three run names. `reject` never reaches it. */
-export const sessionEvents: readonly SessionMachineEvent[] = [
-  ...runNames.flatMap((runId) =>
-    (['enqueue', 'interrupt', 'preempt'] as const).map((strategy) => ({
-      type: 'session.enqueue' as const,
-      runId,
-      strategy,
-      graceMs: GRACE_MS,
-    })),
-  ),
-  ...runNames.map((runId) => ({ type: 'session.dequeue' as const, runId })),
-  ...runNames.map((runId) => ({ type: 'session.run_settled' as const, runId })),
+/** The model's events: "start x" for every strategy, "cancel x", "x settles", slot, grace. */
+export const sessionEvents: readonly SessionModelEvent[] = [
+  ...runNames.flatMap((runId) => strategies.map((strategy) => prepareEvent(runId, strategy))),
+  ...runNames.map((runId) => endEvent(runId, 'CANCELLED')),
+  ...runNames.map((runId) => endEvent(runId, 'COMPLETED')),
   { type: 'session.slot_granted' },
-  graceEvent as unknown as SessionMachineEvent,
+  graceEvent as unknown as SessionModelEvent,
 ];
 
-export function describeSessionEvent(event: SessionMachineEvent): string {
-  switch (event.type) {
-    case 'session.enqueue':
-      return `start ${event.runId}${event.strategy === 'enqueue' ? '' : ` (${event.strategy})`}`;
-    case 'session.dequeue':
-      return `cancel queued ${event.runId}`;
-    case 'session.run_settled':
-      return `${event.runId} settles`;
-    case 'session.slot_granted':
-      return 'slot granted';
-    default:
-      return 'grace over';
+/**
+ * The events of the handled-or-ignored table: the model's, and every `session.start` (which the
+ * model only sends as the reaction to a prepare).
+ */
+export const sessionTableEvents: readonly SessionModelEvent[] = [
+  ...sessionEvents,
+  ...runNames.flatMap((runId) => strategies.map((strategy) => startEvent(runId, strategy))),
+];
+
+const strategyNote = (strategy: SessionStrategy) =>
+  strategy === 'enqueue' ? '' : ` (${strategy})`;
+
+export function describeSessionEvent(event: SessionModelEvent): string {
+  if (event.type === 'session.prepare')
+    return `start ${event.run.runId}${strategyNote((event.run as ModelRunInput).strategy)}`;
+  if (event.type === 'session.start')
+    return `session.start ${event.runId}${strategyNote(event.strategy)}`;
+  if (event.type === 'session.slot_granted') return 'slot granted';
+  if ('actorId' in event) {
+    const { status } = (event as { output: { status: string } }).output;
+    return status === 'COMPLETED' ? `${event.actorId} settles` : `cancel ${event.actorId}`;
   }
+  return 'grace over';
 }
 
-const leaf = (value: StateValue): string => {
+/** The run ended (`xstate.done.actor.<id>`), or `undefined` for another event. */
+export const endedRun = (event: SessionModelEvent): string | undefined =>
+  'actorId' in event ? (event as { actorId: string }).actorId : undefined;
+
+/** Whether the end event is "x settles" (the agent completed) rather than "cancel x". */
+export const isSettle = (event: SessionModelEvent): boolean =>
+  'output' in event && (event as { output: { status: string } }).output.status === 'COMPLETED';
+
+export const leaf = (value: StateValue): string => {
   const paths = getStatePaths(value);
   return paths.filter((p) => !paths.some((o) => o.startsWith(`${p}.`))).join('|');
 };
@@ -139,26 +207,35 @@ export const serializeSessionState = (snapshot: SessionSnapshot): string =>
     snapshot.context.activeRunId,
     snapshot.context.queue.toArray(),
     snapshot.context.interruptingRunId,
+    snapshot.context.runCount,
+    Object.keys(snapshot.children).sort(),
   ]);
 
-/** What the runtime can produce: each name is started once at a time, settles only when active. */
+/** The session's children (its runs that have not ended), sorted. */
+export const childrenOf = (snapshot: SessionSnapshot): string[] =>
+  Object.keys(snapshot.children).sort();
+
+/**
+ * What the runtime can produce: a name is started again only once its run ended; a run is
+ * cancelled while queued or active, and settles (its agent completes) only when active.
+ */
 export function sessionEventIsRealizable(
   gate: Gate,
   names: readonly string[],
-): (snapshot: SessionSnapshot, event: SessionMachineEvent) => boolean {
+): (snapshot: SessionSnapshot, event: SessionModelEvent) => boolean {
   return (snapshot, event) => {
     const { activeRunId, queue } = snapshot.context;
+    const ended = endedRun(event);
+    if (ended !== undefined) {
+      return isSettle(event) ? activeRunId === ended : activeRunId === ended || queue.has(ended);
+    }
     switch (event.type) {
-      case 'session.enqueue':
-        return (
-          names.includes(event.runId) && activeRunId !== event.runId && !queue.has(event.runId)
-        );
-      case 'session.dequeue':
-        return queue.has(event.runId);
-      case 'session.run_settled':
-        return activeRunId === event.runId;
+      case 'session.prepare':
+        return names.includes(event.run.runId) && snapshot.children[event.run.runId] === undefined;
       case 'session.slot_granted':
-        return gate === 'held' && snapshot.matches('admitting');
+        return gate === 'held' && snapshot.matches('waiting');
+      case 'session.start':
+        return false; // only as the reaction to a prepare
       default:
         return snapshot.matches({ active: 'interrupting' });
     }
