@@ -27,11 +27,12 @@ export type HttpErrorCode =
   | 'request_timeout'
   | 'headers_too_large'
   | 'bad_request'
+  | 'expectation_failed'
   | 'internal';
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
-  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 429 | 431 | 500 | 503>
+  Record<HttpErrorCode, 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 429 | 431 | 500 | 503>
 > = {
   unauthorized: 401,
   not_found: 404,
@@ -52,6 +53,7 @@ export const statusOfCode: Readonly<
   request_timeout: 408,
   headers_too_large: 431,
   bad_request: 400,
+  expectation_failed: 417,
   internal: 500,
 };
 

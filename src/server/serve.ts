@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createAdaptorServer } from '@hono/node-server';
@@ -110,7 +110,20 @@ const settingsMigrations: readonly SqliteMigration[] = [
 const statusText: Record<number, string> = {
   400: 'Bad Request',
   408: 'Request Timeout',
+  417: 'Expectation Failed',
   431: 'Request Header Fields Too Large',
+};
+
+/** A whole HTTP/1.1 error answer in the service's JSON shape, closing the connection. */
+const rawErrorAnswer = (httpError: HttpError): string => {
+  const body = JSON.stringify(httpError.toBody());
+  return (
+    `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
+    'content-type: application/json\r\n' +
+    `content-length: ${Buffer.byteLength(body)}\r\n` +
+    'connection: close\r\n\r\n' +
+    body
+  );
 };
 
 /**
@@ -130,14 +143,36 @@ function answerClientErrorsAsJson(server: Server): void {
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? new HttpError('request_timeout', 'the request did not arrive in time')
           : new HttpError('bad_request', 'expected a well-formed HTTP/1.1 request');
-    const body = JSON.stringify(httpError.toBody());
-    socket.end(
-      `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
-        'content-type: application/json\r\n' +
-        `content-length: ${Buffer.byteLength(body)}\r\n` +
-        'connection: close\r\n\r\n' +
-        body,
+    socket.end(rawErrorAnswer(httpError));
+  });
+  // Node answers an `Expect` other than `100-continue` with a bare 417 unless someone listens.
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const httpError = new HttpError(
+      'expectation_failed',
+      `expected no Expect header or \`Expect: 100-continue\`, got ${JSON.stringify(String(request.headers.expect).slice(0, 40))}`,
     );
+    request.socket.end(rawErrorAnswer(httpError));
+    response.destroy();
+  });
+}
+
+/** What {@link missingHostAnswer} reads of a request (HTTP/1 and HTTP/2 requests have it). */
+interface RequestHead {
+  readonly httpVersion: string;
+  readonly headers: { readonly host?: string | undefined };
+}
+
+/**
+ * The JSON answer to an HTTP/1.1 request without `Host` (RFC 9112 §3.2), which Node would
+ * answer itself with a bare 400: the server is created with `requireHostHeader: false` and asks
+ * this first.
+ */
+function missingHostAnswer(incoming: RequestHead): Response | undefined {
+  if (incoming.httpVersion !== '1.1' || incoming.headers.host !== undefined) return undefined;
+  const httpError = new HttpError('bad_request', 'expected a Host header in an HTTP/1.1 request');
+  return new Response(JSON.stringify(httpError.toBody()), {
+    status: httpError.status,
+    headers: { 'content-type': 'application/json', connection: 'close' },
   });
 }
 
@@ -270,7 +305,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
 
     let inFlight = 0;
     const server = createAdaptorServer({
-      fetch: async (request: Request) => {
+      fetch: async (request: Request, env: { incoming: RequestHead }) => {
+        const refused = missingHostAnswer(env.incoming);
+        if (refused !== undefined) return refused;
         inFlight++;
         try {
           return await service.fetch(request);
@@ -279,6 +316,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         }
       },
       hostname: host,
+      serverOptions: { requireHostHeader: false },
     }) as Server;
     answerClientErrorsAsJson(server);
     let address: AddressInfo;

@@ -145,6 +145,37 @@ describe('the service on a real socket', () => {
     expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
   });
 
+  it('answers a request without Host and an unknown Expect in JSON, on the raw socket', async () => {
+    const { server: running } = await boot();
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(running.port, '127.0.0.1');
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk.toString()));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+        socket.write(request);
+      });
+    const bodyOf = (answer: string): unknown =>
+      JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    const hostless = await raw('GET /healthz HTTP/1.1\r\n\r\n');
+    expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
+    expect(hostless).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+    expect(hostless).toMatch(/\r\nconnection: close\r\n/i);
+    expect(bodyOf(hostless)).toEqual({
+      error: { code: 'bad_request', message: 'expected a Host header in an HTTP/1.1 request' },
+    });
+    const bogus = await raw('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 999-bogus\r\n\r\n');
+    expect(bogus).toMatch(/^HTTP\/1\.1 417 Expectation Failed\r\n/);
+    expect(bogus).toMatch(/\r\ncontent-type: application\/json\r\n/);
+    expect(bodyOf(bogus)).toMatchObject({ error: { code: 'expectation_failed' } });
+    // HTTP/1.0 needs no Host.
+    const old = await raw('GET /healthz HTTP/1.0\r\n\r\n');
+    expect(old).toMatch(/^HTTP\/1\.1 200 /);
+    expect(bodyOf(old)).toEqual({ status: 'ok' });
+    expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
+  });
+
   it('reports a busy port as an error and leaves nothing open', async () => {
     const { server: s } = await boot();
     const other = mkdtempSync(join(tmpdir(), 'runplane-socket-'));
