@@ -18,6 +18,8 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
   --heartbeat-ms <ms>       SSE heartbeat comment interval   RUNPLANE_HEARTBEAT_MS (default 15000)
   --max-streams <n>         open SSE streams per owner       RUNPLANE_MAX_STREAMS (default 128)
+  --event-tail-bytes <n>    event log memory tail, all       RUNPLANE_EVENT_TAIL_BYTES (default 8388608)
+                            sessions together (bytes)
   --chunk-delay-ms <ms>     demo model pause per word        RUNPLANE_CHUNK_DELAY_MS (default 60)
   --confirm-tools <list>    demo tools that ask first        RUNPLANE_CONFIRM_TOOLS (default clock;
                             "none" for none; names: calculator, clock)
@@ -69,6 +71,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'grace-ms': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
       'max-streams': { type: 'string' },
+      'event-tail-bytes': { type: 'string' },
       'chunk-delay-ms': { type: 'string' },
       'confirm-tools': { type: 'string' },
       'run-timeout-ms': { type: 'string' },
@@ -120,6 +123,12 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       pick('max-streams', 'RUNPLANE_MAX_STREAMS'),
       1,
       100_000,
+    ),
+    eventTailBytes: integer(
+      'event-tail-bytes',
+      pick('event-tail-bytes', 'RUNPLANE_EVENT_TAIL_BYTES'),
+      0,
+      4_294_967_296,
     ),
     chunkDelayMs: integer(
       'chunk-delay-ms',

@@ -60,6 +60,12 @@ export interface ServeOptions {
   readonly heartbeatMs?: number;
   /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
   readonly maxStreamsPerOwner?: number;
+  /**
+   * The byte budget of the event log's in-memory tail, for the whole process: caught-up SSE
+   * followers are served from it without a query (see `createSqliteEventLog`'s `tail.bytes`).
+   * @default 8388608 (8 MiB)
+   */
+  readonly eventTailBytes?: number;
   /** The demo model's pause before each streamed word, in ms. @default 60 */
   readonly chunkDelayMs?: number;
   /** The demo tools that ask for confirmation first. @default ['clock'] */
@@ -266,7 +272,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
 
   const db = openSqliteDatabase({ path: dbPath });
   try {
-    const eventLog = createSqliteEventLog({ database: db });
+    const eventLog = createSqliteEventLog({
+      database: db,
+      tail: { bytes: options.eventTailBytes },
+    });
     const sessionStore = createSqliteSessionStore({ database: db });
     const inbox = createSqliteInbox({ database: db });
     const sessions = createSqliteSessionRecords({ database: db });
