@@ -58,6 +58,11 @@ export interface ServeOptions {
   readonly graceMs?: number;
   /** Interval of SSE heartbeat comments, in ms. @default 15000 */
   readonly heartbeatMs?: number;
+  /**
+   * Unread bytes one session SSE stream may buffer; a reader that leaves it full for a whole
+   * heartbeat interval is ended and resumes with `Last-Event-ID`. @default 262144 (256 KiB)
+   */
+  readonly streamBufferBytes?: number;
   /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
   readonly maxStreamsPerOwner?: number;
   /**
@@ -307,6 +312,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       authenticate,
       heartbeatMs: options.heartbeatMs,
       maxStreamsPerOwner: options.maxStreamsPerOwner,
+      streamBufferBytes: options.streamBufferBytes,
       runTimeoutMs: options.runTimeoutMs,
       reportError,
       timeline,

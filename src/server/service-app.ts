@@ -48,6 +48,8 @@ export interface ServiceOptions {
   readonly authenticate: Authenticate;
   /** Interval of SSE heartbeat comments, in ms (on the runtime clock). @default 15000 */
   readonly heartbeatMs?: number;
+  /** Unread bytes one SSE stream may buffer before its reader counts as behind (`sse.ts`). @default 262144 */
+  readonly streamBufferBytes?: number;
   /** The largest request body, in bytes; bigger is 413. @default 1048576 (1 MiB) */
   readonly maxBodyBytes?: number;
   /**
@@ -143,6 +145,7 @@ const serviceOptionsSchema = z.object({
     error: 'a function of a token to an owner',
   }),
   heartbeatMs: positiveInt.optional(),
+  streamBufferBytes: positiveInt.optional(),
   maxBodyBytes: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
   maxPendingHints: positiveInt.optional(),
@@ -620,6 +623,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       types: query.types,
       clock,
       heartbeatMs,
+      maxBufferedBytes: options.streamBufferBytes,
       signal: stop.signal,
       reportError,
       onClose: () => {

@@ -3,7 +3,7 @@
  * stream over TCP, a client that disconnects, and a graceful shutdown that refuses new work.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import http, { createServer } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -237,5 +237,82 @@ describe('the service on a real socket', () => {
     } finally {
       await new Promise((resolve) => fake.close(resolve));
     }
+  });
+});
+
+describe('a paused SSE reader on a real socket', () => {
+  it('is ended with a comment once it leaves its byte budget full, and resumes by Last-Event-ID losing nothing', async () => {
+    const clock = new SimulatedClock();
+    const { server: s } = await boot({ clock, heartbeatMs: 1_000, streamBufferBytes: 65_536 });
+    const id = (await call(s.url, 'POST', '/api/sessions', {})).body.session_id as string;
+    const key = { ownerId: 'alice', sessionId: id };
+    const text = 'y'.repeat(100_000);
+
+    /** Opens the stream; `pause` leaves the socket unread until `resume`. */
+    const open = (lastEventId?: number) =>
+      new Promise<http.IncomingMessage>((resolve, reject) => {
+        const request = http.get(
+          `${s.url}/api/sessions/${id}/events/stream`,
+          {
+            agent: false,
+            headers: {
+              authorization: `Bearer ${TOKEN}`,
+              ...(lastEventId === undefined ? {} : { 'last-event-id': String(lastEventId) }),
+            },
+          },
+          resolve,
+        );
+        request.on('error', reject);
+      });
+    /** Reads frames until the stream ends or `done` holds; returns the seqs and comments. */
+    const readUntil = (response: http.IncomingMessage, done: (seqs: number[]) => boolean) =>
+      new Promise<{ seqs: number[]; comments: string[]; ended: boolean }>((resolve) => {
+        const seqs: number[] = [];
+        const comments: string[] = [];
+        let buffer = '';
+        const finish = (ended: boolean) => {
+          response.removeAllListeners('data');
+          response.destroy();
+          resolve({ seqs, comments, ended });
+        };
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          buffer += chunk;
+          let end: number;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const frame = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const seq = /^id: (\d+)$/m.exec(frame)?.[1];
+            if (seq !== undefined) seqs.push(Number(seq));
+            else if (frame.startsWith(':')) comments.push(frame);
+          }
+          if (done(seqs)) finish(false);
+        });
+        response.once('end', () => finish(true));
+        response.resume();
+      });
+
+    const paused = await open();
+    paused.pause();
+    const total = 100; // 10 MB: more than the loopback socket buffers hold
+    for (let i = 0; i < total; i++) {
+      s.runtime.eventLog.append({}, key, { type: 'test.note', payload: { text }, at: clock.now() });
+    }
+    // Heartbeat intervals go by while the reader takes nothing.
+    for (let i = 0; i < 40; i++) {
+      clock.increment(1_000);
+      await flush(3);
+    }
+    const first = await readUntil(paused, (seqs) => seqs.at(-1) === total);
+    expect(first.comments.filter((c) => c !== ': heartbeat')).toEqual([
+      ': behind; reconnect with Last-Event-ID',
+    ]);
+    expect(first.ended).toBe(true);
+    expect(first.seqs.length).toBeLessThan(total);
+    await until(() => s.service.openStreams === 0);
+
+    const last = first.seqs.at(-1) ?? 0;
+    const second = await readUntil(await open(last), (seqs) => seqs.at(-1) === total);
+    expect([...first.seqs, ...second.seqs]).toEqual(Array.from({ length: total }, (_, i) => i + 1));
   });
 });
