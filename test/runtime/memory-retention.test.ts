@@ -4,7 +4,12 @@
  * the ids of runs whose events were dropped.
  */
 import { describe, expect, it } from 'vitest';
-import { createMemoryEventLog, createRuntime, type Agent } from '../../src/index.js';
+import {
+  createMemoryEventLog,
+  createRuntime,
+  type Agent,
+  type RunplaneEvent,
+} from '../../src/index.js';
 import { createTestRuntime, tick } from '../helpers.js';
 
 const agent: Agent<string, string> = { execute: async (input) => `done ${input}` };
@@ -121,15 +126,19 @@ describe('the in-memory event log’s retention', () => {
     const x = { ownerId: 'alice', sessionId: 'x' };
     log.append({}, x, { type: 'note', at: 0 });
     const stop = new AbortController();
-    const iterator = log.follow({ signal: stop.signal }, x)[Symbol.asyncIterator]();
-    expect((await iterator.next()).value?.seq).toBe(1);
+    const followed: AsyncIterable<RunplaneEvent> = log.follow({ signal: stop.signal }, x);
+    const iterator = followed[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    expect(first.done !== true && first.value.seq).toBe(1);
     // While the follower holds seq 1 (it waits on nothing), session x is dropped.
     for (let i = 0; i < 10; i++) {
       log.append({}, { ownerId: 'alice', sessionId: `other${i}` }, { type: 'note', at: i });
     }
     expect(await log.read({}, x)).toEqual([]);
     let seq: number | undefined;
-    const next = iterator.next().then((result) => (seq = result.value?.seq));
+    const next = iterator.next().then((result) => {
+      if (result.done !== true) seq = result.value.seq;
+    });
     await tick();
     log.append({}, x, { type: 'note', at: 10 });
     for (let i = 0; i < 5 && seq === undefined; i++) await tick();
