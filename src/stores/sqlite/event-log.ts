@@ -20,6 +20,12 @@ export interface SqliteEventLogOptions {
   /** How many events one query of `follow` reads at most; a positive integer. @default 256 */
   readonly followBatchSize?: number;
   /**
+   * How many bytes of payload (UTF-8 JSON) one query of `follow` reads at most (at least one
+   * event): what a follower that stopped taking events holds, whatever their size. A positive
+   * integer. @default 262144 (256 KiB)
+   */
+  readonly followBatchBytes?: number;
+  /**
    * The in-memory tail that serves caught-up followers without a query: up to `events` of each
    * session's latest events, for up to `sessions` sessions, and at most `bytes` for the whole
    * log (one budget, whatever the number of sessions). An event counts as its payload's JSON
@@ -176,6 +182,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     );
   }
   const batchSize = count('followBatchSize', options.followBatchSize, 256, 1);
+  const batchBytes = count('followBatchBytes', options.followBatchBytes, 256 * 1024, 1);
   const tailEvents = count('tail.events', options.tail?.events, 64, 0);
   const tailSessions = count('tail.sessions', options.tail?.sessions, 1_000, 0);
   const tailBudget = count('tail.bytes', options.tail?.bytes, defaultTailBytes, 0);
@@ -201,6 +208,24 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     EventRow
   >(
     `SELECT seq, id, run_id, type, payload, at FROM runplane_events
+     WHERE owner_id = @owner AND session_id = @session AND seq > @after
+       AND (@runId IS NULL OR run_id = @runId)
+       AND (@types IS NULL OR type IN (SELECT value FROM json_each(@types)))
+     ORDER BY seq LIMIT @limit`,
+  );
+  // octet_length reads a payload's size from its record header, not the payload itself.
+  const selectSizes = db.prepare<
+    {
+      owner: string;
+      session: string;
+      after: number;
+      runId: string | null;
+      types: string | null;
+      limit: number;
+    },
+    { bytes: number }
+  >(
+    `SELECT octet_length(payload) AS bytes FROM runplane_events
      WHERE owner_id = @owner AND session_id = @session AND seq > @after
        AND (@runId IS NULL OR run_id = @runId)
        AND (@types IS NULL OR type IN (SELECT value FROM json_each(@types)))
@@ -320,6 +345,41 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     }
   };
 
+  /**
+   * The next batch of `follow`: at most `batchSize` events and `batchBytes` of payload (at
+   * least one event); `complete` when it holds every match after `options.after`.
+   */
+  const readBatch = (
+    key: SessionKey,
+    options: ReadOptions,
+  ): { events: RunplaneEvent[]; complete: boolean } => {
+    let sizes: Array<{ bytes: number }>;
+    try {
+      sizes = selectSizes.all({
+        owner: key.ownerId,
+        session: key.sessionId,
+        after: options.after ?? 0,
+        runId: options.runId ?? null,
+        types: options.types === undefined ? null : JSON.stringify(options.types),
+        limit: batchSize,
+      });
+    } catch (error) {
+      throw storeFailed('read', error);
+    }
+    let take = 0;
+    let bytes = 0;
+    for (const size of sizes) {
+      bytes += size.bytes;
+      if (take > 0 && bytes > batchBytes) break;
+      take++;
+    }
+    if (take === 0) return { events: [], complete: true };
+    return {
+      events: readRows(key, options, take),
+      complete: take === sizes.length && sizes.length < batchSize,
+    };
+  };
+
   /** Resolves on the next append to the session, or when `signal` aborts or the log closes. */
   const nextAppend = (state: SessionState, signal: AbortSignal | undefined): Promise<void> =>
     new Promise<void>((resolve) => {
@@ -386,24 +446,31 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
         const upTo = state.lastSeq;
         const first = state.tail[0];
         if (after < upTo && first !== undefined && first.seq <= after + 1) {
-          // Caught up: the rest is in the tail (events are only ever appended to it).
-          for (const event of state.tail.slice(after + 1 - first.seq)) {
+          // Caught up: the next event is in the tail (events are only ever appended to it).
+          // One at a time, so a follower that stops taking events holds one, not the tail.
+          const event = state.tail[after + 1 - first.seq];
+          if (event !== undefined) {
             after = event.seq;
-            if (!matches(event, followOptions)) continue;
-            yield event;
-            if (stopped()) return;
+            if (matches(event, followOptions)) {
+              yield event;
+              if (stopped()) return;
+            }
+            continue;
           }
-          continue;
         }
         while (after < upTo && !stopped()) {
-          const batch = readRows(key, { ...followOptions, after }, batchSize);
-          for (const event of batch) {
+          const batch = readBatch(key, { ...followOptions, after });
+          const events: Array<RunplaneEvent | undefined> = batch.events;
+          for (let i = 0; i < events.length; i++) {
+            const event = events[i];
+            if (event === undefined) continue;
+            events[i] = undefined; // handed over: the batch no longer holds it
             after = event.seq;
             yield event;
             if (stopped()) return;
           }
-          // A short batch read every match there was: everything up to `upTo` was seen.
-          if (batch.length < batchSize) after = Math.max(after, upTo);
+          // A complete batch read every match there was: everything up to `upTo` was seen.
+          if (batch.complete) after = Math.max(after, upTo);
         }
         if (stopped()) return;
         const current = stateOf(key);
