@@ -9,7 +9,7 @@
  * modules of the suites before it (the 1,000-session and peer workloads leave plenty).
  *
  * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, serve-latency,
- * serve-fanout, serve-sessions.
+ * serve-fanout, serve-sessions, serve-hostile.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +18,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { memory, queueScaling, type Figure } from './core.bench.js';
 import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
+import { serveHostile } from './serve-hostile.bench.js';
 import { cancel, concurrentSessions, lifecycle, type PeerRow } from './side-by-side.bench.js';
 import { checkpointFigures, turnLoopFigures } from './turn-loop.figures.js';
 
@@ -35,6 +36,8 @@ const suites: Array<[string, () => Promise<SuiteResult> | SuiteResult]> = [
   ['serve-latency', () => messageToFirstFrame()],
   ['serve-fanout', () => fanOut()],
   ['serve-sessions', () => manySessions()],
+  // Issue 14: RSS of a server under a hostile token holder, against its memory budgets.
+  ['serve-hostile', serveHostile],
 ];
 const only = process.argv[2];
 if (only !== undefined && !suites.some(([name]) => name === only)) {
