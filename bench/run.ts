@@ -9,7 +9,7 @@
  * modules of the suites before it (the 1,000-session and peer workloads leave plenty).
  *
  * Suites: lifecycle, cancel, concurrent, queue, turnloop, checkpoint, memory, serve-latency,
- * serve-fanout, serve-sessions, serve-hostile.
+ * serve-fanout, serve-sessions, serve-hostile, retention.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { memory, queueScaling, type Figure } from './core.bench.js';
 import { fanOut, manySessions, messageToFirstFrame } from './server.bench.js';
 import { serveHostile } from './serve-hostile.bench.js';
+import { embeddedRetention } from './retention.bench.js';
 import { cancel, concurrentSessions, lifecycle, type PeerRow } from './side-by-side.bench.js';
 import { checkpointFigures, turnLoopFigures } from './turn-loop.figures.js';
 
@@ -38,6 +39,7 @@ const suites: Array<[string, () => Promise<SuiteResult> | SuiteResult]> = [
   ['serve-sessions', () => manySessions()],
   // Issue 14: RSS of a server under a hostile token holder, against its memory budgets.
   ['serve-hostile', serveHostile],
+  ['retention', embeddedRetention],
 ];
 const only = process.argv[2];
 if (only !== undefined && !suites.some(([name]) => name === only)) {
