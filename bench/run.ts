@@ -14,7 +14,7 @@
  * in the same process a few seconds apart) are the headline figures, not the absolute µs.
  *
  * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint, memory, heap,
- * serve-latency, serve-fanout, serve-sessions. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
+ * serve-latency, serve-fanout, serve-sessions, serve-hostile, retention. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
  * quick check (default 100,000 sessions × 10 runs).
  */
 import { spawnSync } from 'node:child_process';
@@ -47,6 +47,9 @@ const suites: Record<string, Suite> = {
   'serve-latency': async () => (await import('./server.bench.js')).messageToFirstFrame(),
   'serve-fanout': async () => (await import('./server.bench.js')).fanOut(),
   'serve-sessions': async () => (await import('./server.bench.js')).manySessions(),
+  // RSS of a server under a hostile token holder, against its memory budgets.
+  'serve-hostile': async () => (await import('./serve-hostile.bench.js')).serveHostile(),
+  retention: async () => (await import('./retention.bench.js')).embeddedRetention(),
 };
 const suiteNames = Object.keys(suites);
 

@@ -1,9 +1,15 @@
 /**
- * The in-memory {@link EventLog}: arrays per session and promise waiters for `follow`.
+ * The in-memory {@link EventLog}: arrays per session and promise waiters for `follow`, with a
+ * bounded retention so that a long-lived process holds bounded memory.
+ *
+ * What outlives the retention is small: each session's last `seq` (so `seq` never rewinds) and,
+ * for a while, the ids of runs whose events were dropped (so `hasRun` still answers, and a stale
+ * cancel of such a run is `ended`, not `not_found`).
  *
  * @module
  */
 import { toSessionKeyString } from './event-log.js';
+import { InvalidArgumentError } from '../errors.js';
 import { createIdSequence } from '../ids.js';
 import type {
   EventLog,
@@ -14,15 +20,38 @@ import type {
   StoreContext,
 } from './event-log.js';
 
-/** Options of {@link createMemoryEventLog}. */
+/**
+ * Options of {@link createMemoryEventLog}: the retention. Every count takes `Infinity` (keep
+ * everything); what is dropped is gone for `read` and `follow`, never for `lastSeq`.
+ */
 export interface MemoryEventLogOptions {
   /**
    * Keep about this many events per session (at least this many, at most a quarter more),
-   * dropping the oldest (`seq` never rewinds). A positive integer. A run whose events were all
-   * dropped is no longer known to `hasRun` (so the registry answers `not_found` for it).
-   * @default Infinity
+   * dropping the oldest (`seq` never rewinds). A positive integer.
+   * @default 1000
    */
   readonly maxEventsPerSession?: number;
+  /**
+   * Keep at most this many events over all sessions: past it, every event of the least recently
+   * written session is dropped (a session someone follows is skipped), and the session keeps
+   * only its last `seq`, a few dozen bytes. A positive integer.
+   * @default 100000 (with the runtime's own events, of a few hundred bytes each, some 30 MB)
+   */
+  readonly maxEvents?: number;
+  /**
+   * How long after its last event the id of a run whose events were all dropped is still known
+   * to `hasRun`, in ms of event time (the log's "now" is the `at` of the latest event logged).
+   * After it the run is unknown: a cancel of it answers `not_found`, and a caller-chosen `runId`
+   * could be used again (generated ids never are). A non-negative number.
+   * @default 86400000 (24 h)
+   */
+  readonly runIdRetentionMs?: number;
+  /**
+   * Keep at most this many ids of runs whose events were dropped; past it the earliest dropped
+   * are forgotten first, even within `runIdRetentionMs`. A non-negative integer.
+   * @default 100000
+   */
+  readonly maxRunIds?: number;
 }
 
 interface SessionLog {
@@ -41,31 +70,98 @@ function matches(event: RunplaneEvent, options: ReadOptions): boolean {
   return true;
 }
 
+const checkCount = (name: string, value: number | undefined, fallback: number, min: number) => {
+  const n = value ?? fallback;
+  if (!(Number.isSafeInteger(n) || n === Number.POSITIVE_INFINITY) || n < min) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be an integer of at least ${min} or Infinity, got ${String(value)}`,
+    );
+  }
+  return n;
+};
+
 /**
- * Creates an in-memory event log.
+ * Creates an in-memory event log with a bounded retention (see {@link MemoryEventLogOptions}).
+ *
+ * @remarks Memory is bounded by `maxEvents` events, `maxRunIds` run ids, and one small
+ * tombstone (the last `seq`) per session that ever logged. A dropped run's id is answered by
+ * `hasRun` (the runtime: a cancel is `ended`) for `runIdRetentionMs`, then forgotten (`not_found`).
  *
  * @param options - {@link MemoryEventLogOptions}
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a count that is not an integer
+ *   in range (or `Infinity`)
  * @example
  * ```ts
- * const log = createMemoryEventLog();
+ * const log = createMemoryEventLog({ maxEvents: 10_000 });
  * log.append({}, { ownerId: 'u1', sessionId: 's1' }, { type: 'session.note', at: Date.now() });
  * ```
  */
 export function createMemoryEventLog(options: MemoryEventLogOptions = {}): EventLog {
-  const cap = options.maxEventsPerSession ?? Number.POSITIVE_INFINITY;
+  const cap = checkCount('maxEventsPerSession', options.maxEventsPerSession, 1_000, 1);
+  const maxEvents = checkCount('maxEvents', options.maxEvents, 100_000, 1);
+  const maxRunIds = checkCount('maxRunIds', options.maxRunIds, 100_000, 0);
+  const runIdRetentionMs = options.runIdRetentionMs ?? 86_400_000;
+  if (!(runIdRetentionMs >= 0)) {
+    throw new InvalidArgumentError(
+      'runIdRetentionMs',
+      `expected \`runIdRetentionMs\` to be a non-negative number of milliseconds, got ${String(options.runIdRetentionMs)}`,
+    );
+  }
   // Trimming is amortized: up to a quarter over the cap, then back down to it in one splice.
   const trimAt = cap + Math.max(1, Math.ceil(cap / 4));
+  /** Sessions with retained events or followers, least recently written first. */
   const logs = new Map<string, SessionLog>();
+  /** The last `seq` of sessions whose events were all dropped (tombstones). */
+  const lastSeqs = new Map<string, number>();
+  /** Session key + run id → `at` of the run's last event, for runs whose events were dropped. */
+  const droppedRuns = new Map<string, number>();
+  /** The session key last appended to: it is at the end of `logs` already. */
+  let lastKey: string | undefined;
+  let total = 0;
+  /** The latest `at` logged: the log's clock for `runIdRetentionMs`. */
+  let now = Number.NEGATIVE_INFINITY;
   const nextEventId = createIdSequence();
 
-  const logOf = (key: SessionKey): SessionLog => {
-    const k = keyOf(key);
+  const logOf = (k: string): SessionLog => {
     let log = logs.get(k);
     if (log === undefined) {
-      log = { events: [], runs: new Map(), lastSeq: 0, waiters: new Set() };
+      log = { events: [], runs: new Map(), lastSeq: lastSeqs.get(k) ?? 0, waiters: new Set() };
+      lastSeqs.delete(k);
       logs.set(k, log);
+      lastKey = undefined;
     }
     return log;
+  };
+
+  /** Drops the `count` oldest events of a session, keeping the ids of runs that lost them all. */
+  const dropOldest = (k: string, log: SessionLog, count: number) => {
+    const dropped = log.events.splice(0, count);
+    total -= dropped.length;
+    for (const event of dropped) {
+      if (event.runId === undefined || log.runs.get(event.runId) !== event.seq) continue;
+      log.runs.delete(event.runId);
+      if (maxRunIds > 0) droppedRuns.set(k + event.runId, event.at);
+    }
+  };
+
+  /** Drops whole sessions, least recently written first, until `maxEvents` holds again. */
+  const dropSessions = (current: string, currentLog: SessionLog) => {
+    for (const [k, log] of logs) {
+      if (total <= maxEvents) return;
+      if (k === current || log.waiters.size > 0) continue;
+      dropOldest(k, log, log.events.length);
+      logs.delete(k);
+      if (log.lastSeq > 0) lastSeqs.set(k, log.lastSeq);
+    }
+    if (total > maxEvents) dropOldest(current, currentLog, total - maxEvents);
+  };
+
+  const forgetRunIds = () => {
+    for (const [id, at] of droppedRuns) {
+      if (droppedRuns.size <= maxRunIds && now - at < runIdRetentionMs) return;
+      droppedRuns.delete(id);
+    }
   };
 
   /** Index of the first event with seq > after (events are sorted by seq). */
@@ -96,7 +192,14 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
 
   return {
     append(_ctx: StoreContext, key: SessionKey, event: NewEvent): RunplaneEvent {
-      const log = logOf(key);
+      const k = keyOf(key);
+      const log = logOf(k);
+      if (k !== lastKey) {
+        // Move to the most recently written end.
+        logs.delete(k);
+        logs.set(k, log);
+        lastKey = k;
+      }
       const stored: RunplaneEvent = {
         seq: ++log.lastSeq,
         id: nextEventId(),
@@ -107,12 +210,12 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         at: event.at,
       };
       log.events.push(stored);
+      total++;
+      if (stored.at > now) now = stored.at;
       if (stored.runId !== undefined) log.runs.set(stored.runId, stored.seq);
-      if (log.events.length >= trimAt) {
-        log.events.splice(0, log.events.length - cap);
-        const firstSeq = log.events[0]?.seq ?? log.lastSeq + 1;
-        for (const [runId, seq] of log.runs) if (seq < firstSeq) log.runs.delete(runId);
-      }
+      if (log.events.length >= trimAt) dropOldest(k, log, log.events.length - cap);
+      if (total > maxEvents) dropSessions(k, log);
+      if (droppedRuns.size > 0) forgetRunIds();
       if (log.waiters.size > 0) {
         const waiters = [...log.waiters];
         log.waiters.clear();
@@ -128,9 +231,9 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     async *follow(ctx, key, options = {}) {
       let after = options.after ?? 0;
       const signal = ctx.signal;
+      const k = keyOf(key);
       while (signal?.aborted !== true) {
-        const log = logOf(key);
-        const upTo = log.lastSeq;
+        const upTo = logOf(k).lastSeq;
         const batch = readSync(key, { ...options, after, limit: undefined });
         for (const event of batch) {
           yield event;
@@ -139,6 +242,8 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         // Everything up to `upTo` was read (matching or not); later appends are read next turn.
         // A cursor past the end stays where it is: it never rewinds.
         after = Math.max(after, upTo);
+        // Looked up again: while the caller held an event, the session may have been dropped.
+        const log = logOf(k);
         if (log.lastSeq > after) continue;
         await new Promise<void>((resolve) => {
           const wake = () => {
@@ -153,11 +258,13 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     },
 
     hasRun(_ctx, key, runId) {
-      return logs.get(keyOf(key))?.runs.has(runId) ?? false;
+      const k = keyOf(key);
+      return logs.get(k)?.runs.has(runId) === true || droppedRuns.has(k + runId);
     },
 
     lastSeq(_ctx, key) {
-      return logs.get(keyOf(key))?.lastSeq ?? 0;
+      const k = keyOf(key);
+      return logs.get(k)?.lastSeq ?? lastSeqs.get(k) ?? 0;
     },
   };
 }

@@ -13,7 +13,10 @@ import type { TimelineTransition } from './timeline-transition.js';
 
 /** A transition as the hub hands it out: numbered for SSE `id:` and resumption. */
 export interface TimelineEntry {
-  /** Strictly increasing over the hub (gaps are other owners' entries). */
+  /**
+   * 1, 2, 3, … per owner: each owner has a counter of its own, so an id tells nothing of other
+   * owners' activity (a gap would count their transitions).
+   */
   readonly seq: number;
   readonly transition: TimelineTransition;
 }
@@ -95,7 +98,7 @@ export interface TimelineHub {
 }
 
 interface HubRecord {
-  readonly ownerId: string | undefined;
+  readonly ownerId: string;
   readonly entry: TimelineEntry;
 }
 
@@ -159,7 +162,8 @@ export function createTimelineHub(options: TimelineHubOptions = {}): TimelineHub
   const ring: Array<HubRecord | undefined> = new Array<HubRecord | undefined>(historyLimit);
   let ringStart = 0;
   let ringSize = 0;
-  let seq = 0;
+  /** The last `seq` handed out, per owner (one number per owner ever seen). */
+  const seqs = new Map<string, number>();
   const listeners = new Map<string, Set<(entry: TimelineEntry) => void>>();
 
   const keep = (record: HubRecord) => {
@@ -194,9 +198,12 @@ export function createTimelineHub(options: TimelineHubOptions = {}): TimelineHub
     clock,
     onError,
     listener: (transition, ownerId) => {
-      const entry: TimelineEntry = { seq: ++seq, transition };
-      keep({ ownerId, entry });
+      // A transition of no owner is never delivered: neither numbered nor kept.
       if (ownerId === undefined) return;
+      const seq = (seqs.get(ownerId) ?? 0) + 1;
+      seqs.set(ownerId, seq);
+      const entry: TimelineEntry = { seq, transition };
+      keep({ ownerId, entry });
       const set = listeners.get(ownerId);
       if (set === undefined) return;
       for (const listener of [...set]) deliver(listener, entry);

@@ -33,13 +33,14 @@ export type HttpErrorCode =
   | 'client_closed_request'
   | 'headers_too_large'
   | 'bad_request'
+  | 'expectation_failed'
   | 'internal';
 
 /** The HTTP status each {@link HttpErrorCode} is answered with. */
 export const statusOfCode: Readonly<
   Record<
     HttpErrorCode,
-    400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 422 | 429 | 431 | 499 | 500 | 503
+    400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 422 | 429 | 431 | 499 | 500 | 503
   >
 > = {
   unauthorized: 401,
@@ -68,6 +69,7 @@ export const statusOfCode: Readonly<
   client_closed_request: 499,
   headers_too_large: 431,
   bad_request: 400,
+  expectation_failed: 417,
   internal: 500,
 };
 

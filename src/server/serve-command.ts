@@ -19,6 +19,9 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --heartbeat-ms <ms>       SSE heartbeat comment interval   RUNPLANE_HEARTBEAT_MS (default 15000)
   --body-timeout-ms <ms>    time a request body may take     RUNPLANE_BODY_TIMEOUT_MS (default 30000)
   --max-streams <n>         open SSE streams per owner       RUNPLANE_MAX_STREAMS (default 128)
+  --stream-buffer-bytes <n> unread bytes per SSE stream     RUNPLANE_STREAM_BUFFER_BYTES (default 262144)
+  --event-tail-bytes <n>    event log memory tail, all       RUNPLANE_EVENT_TAIL_BYTES (default 8388608)
+                            sessions together (bytes)
   --chunk-delay-ms <ms>     demo model pause per word        RUNPLANE_CHUNK_DELAY_MS (default 60)
   --confirm-tools <list>    demo tools that ask first        RUNPLANE_CONFIRM_TOOLS (default clock;
                             "none" for none; names: calculator, clock)
@@ -71,6 +74,8 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'heartbeat-ms': { type: 'string' },
       'body-timeout-ms': { type: 'string' },
       'max-streams': { type: 'string' },
+      'event-tail-bytes': { type: 'string' },
+      'stream-buffer-bytes': { type: 'string' },
       'chunk-delay-ms': { type: 'string' },
       'confirm-tools': { type: 'string' },
       'run-timeout-ms': { type: 'string' },
@@ -128,6 +133,18 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       pick('max-streams', 'RUNPLANE_MAX_STREAMS'),
       1,
       100_000,
+    ),
+    streamBufferBytes: integer(
+      'stream-buffer-bytes',
+      pick('stream-buffer-bytes', 'RUNPLANE_STREAM_BUFFER_BYTES'),
+      1,
+      1_073_741_824,
+    ),
+    eventTailBytes: integer(
+      'event-tail-bytes',
+      pick('event-tail-bytes', 'RUNPLANE_EVENT_TAIL_BYTES'),
+      0,
+      4_294_967_296,
     ),
     chunkDelayMs: integer(
       'chunk-delay-ms',

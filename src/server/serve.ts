@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createAdaptorServer } from '@hono/node-server';
@@ -70,8 +70,19 @@ export interface ServeOptions {
    * `request_timeout`. @default 30000
    */
   readonly bodyTimeoutMs?: number;
+  /**
+   * Unread bytes one session SSE stream may buffer; a reader that leaves it full for a whole
+   * heartbeat interval is ended and resumes with `Last-Event-ID`. @default 262144 (256 KiB)
+   */
+  readonly streamBufferBytes?: number;
   /** Open SSE streams one owner may hold at once (429 beyond). @default 128 */
   readonly maxStreamsPerOwner?: number;
+  /**
+   * The byte budget of the event log's in-memory tail, for the whole process: caught-up SSE
+   * followers are served from it without a query (see `createSqliteEventLog`'s `tail.bytes`).
+   * @default 8388608 (8 MiB)
+   */
+  readonly eventTailBytes?: number;
   /** The demo model's pause before each streamed word, in ms. @default 60 */
   readonly chunkDelayMs?: number;
   /** The demo tools that ask for confirmation first. @default ['clock'] */
@@ -127,7 +138,20 @@ const settingsMigrations: readonly SqliteMigration[] = [
 const statusText: Record<number, string> = {
   400: 'Bad Request',
   408: 'Request Timeout',
+  417: 'Expectation Failed',
   431: 'Request Header Fields Too Large',
+};
+
+/** A whole HTTP/1.1 error answer in the service's JSON shape, closing the connection. */
+const rawErrorAnswer = (httpError: HttpError): string => {
+  const body = JSON.stringify(httpError.toBody());
+  return (
+    `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
+    'content-type: application/json\r\n' +
+    `content-length: ${Buffer.byteLength(body)}\r\n` +
+    'connection: close\r\n\r\n' +
+    body
+  );
 };
 
 /**
@@ -147,14 +171,36 @@ function answerClientErrorsAsJson(server: Server): void {
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? new HttpError('request_timeout', 'the request did not arrive in time')
           : new HttpError('bad_request', 'expected a well-formed HTTP/1.1 request');
-    const body = JSON.stringify(httpError.toBody());
-    socket.end(
-      `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
-        'content-type: application/json\r\n' +
-        `content-length: ${Buffer.byteLength(body)}\r\n` +
-        'connection: close\r\n\r\n' +
-        body,
+    socket.end(rawErrorAnswer(httpError));
+  });
+  // Node answers an `Expect` other than `100-continue` with a bare 417 unless someone listens.
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const httpError = new HttpError(
+      'expectation_failed',
+      `expected no Expect header or \`Expect: 100-continue\`, got ${JSON.stringify(String(request.headers.expect).slice(0, 40))}`,
     );
+    request.socket.end(rawErrorAnswer(httpError));
+    response.destroy();
+  });
+}
+
+/** What {@link missingHostAnswer} reads of a request (HTTP/1 and HTTP/2 requests have it). */
+interface RequestHead {
+  readonly httpVersion: string;
+  readonly headers: { readonly host?: string | undefined };
+}
+
+/**
+ * The JSON answer to an HTTP/1.1 request without `Host` (RFC 9112 §3.2), which Node would
+ * answer itself with a bare 400: the server is created with `requireHostHeader: false` and asks
+ * this first.
+ */
+function missingHostAnswer(incoming: RequestHead): Response | undefined {
+  if (incoming.httpVersion !== '1.1' || incoming.headers.host !== undefined) return undefined;
+  const httpError = new HttpError('bad_request', 'expected a Host header in an HTTP/1.1 request');
+  return new Response(JSON.stringify(httpError.toBody()), {
+    status: httpError.status,
+    headers: { 'content-type': 'application/json', connection: 'close' },
   });
 }
 
@@ -323,7 +369,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
 
   const db = openSqliteDatabase({ path: dbPath });
   try {
-    const eventLog = createSqliteEventLog({ database: db });
+    const eventLog = createSqliteEventLog({
+      database: db,
+      tail: { bytes: options.eventTailBytes },
+    });
     const sessionStore = createSqliteSessionStore({ database: db });
     const inbox = createSqliteInbox({ database: db });
     const sessions = createSqliteSessionRecords({ database: db });
@@ -357,13 +406,20 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       heartbeatMs: options.heartbeatMs,
       bodyTimeoutMs: options.bodyTimeoutMs,
       maxStreamsPerOwner: options.maxStreamsPerOwner,
+      streamBufferBytes: options.streamBufferBytes,
       runTimeoutMs: options.runTimeoutMs,
       idempotencyKeys,
       reportError,
       timeline,
     });
 
-    const server = createAdaptorServer({ fetch: service.fetch, hostname: host }) as Server;
+    const server = createAdaptorServer({
+      // Node would answer an HTTP/1.1 request without Host itself, with a bare 400.
+      fetch: (request: Request, env: { incoming: RequestHead }) =>
+        missingHostAnswer(env.incoming) ?? service.fetch(request),
+      hostname: host,
+      serverOptions: { requireHostHeader: false },
+    }) as Server;
     const tracker = trackConnections(server);
     answerClientErrorsAsJson(server);
     let address: AddressInfo;

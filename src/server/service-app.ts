@@ -45,6 +45,8 @@ export interface ServiceOptions {
   readonly authenticate: Authenticate;
   /** Interval of SSE heartbeat comments, in ms (on the runtime clock). @default 15000 */
   readonly heartbeatMs?: number;
+  /** Unread bytes one SSE stream may buffer before its reader counts as behind (`sse.ts`). @default 262144 */
+  readonly streamBufferBytes?: number;
   /** The largest request body, in bytes; bigger is 413. @default 1048576 (1 MiB) */
   readonly maxBodyBytes?: number;
   /**
@@ -117,6 +119,7 @@ const serviceOptionsSchema = z.object({
     error: 'a function of a token to an owner',
   }),
   heartbeatMs: positiveInt.optional(),
+  streamBufferBytes: positiveInt.optional(),
   maxBodyBytes: positiveInt.optional(),
   bodyTimeoutMs: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
@@ -262,7 +265,17 @@ export function createServiceApp(options: ServiceOptions): Service {
       idempotent,
     }),
   );
-  app.route('/', streamRoutes({ runtime, sessions, streams, heartbeatMs, reportError }));
+  app.route(
+    '/',
+    streamRoutes({
+      runtime,
+      sessions,
+      streams,
+      heartbeatMs,
+      streamBufferBytes: options.streamBufferBytes,
+      reportError,
+    }),
+  );
   if (options.timeline !== undefined) {
     app.route('/', inspectStreamRoutes({ timeline: options.timeline, streams, heartbeatMs }));
   }

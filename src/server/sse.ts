@@ -61,6 +61,15 @@ export function formatErrorFrame(code: string, message: string): string {
   return `event: error\ndata: ${JSON.stringify({ error: { code, message } })}\n\n`;
 }
 
+/** The default byte budget of one SSE stream's unread frames: 256 KiB. */
+export const defaultStreamBufferBytes = 256 * 1024;
+
+/**
+ * The comment that ends a stream whose reader fell behind its byte budget; the reader resumes
+ * with `Last-Event-ID` (an `EventSource` does so by itself).
+ */
+export const behindFrame = ': behind; reconnect with Last-Event-ID\n\n';
+
 /** Options of {@link createEventStream}. */
 export interface EventStreamOptions {
   readonly eventLog: EventLog;
@@ -73,6 +82,13 @@ export interface EventStreamOptions {
   readonly clock: Clock;
   /** Interval of heartbeat comments, in ms (a positive number). */
   readonly heartbeatMs: number;
+  /**
+   * The byte budget of frames written but not yet taken by the reader; the stream stops
+   * reading the log while it is full, and a reader that takes nothing for a whole heartbeat
+   * interval while it is full is ended (see {@link createEventStream}). A positive integer.
+   * @default 262144 (256 KiB, {@link defaultStreamBufferBytes})
+   */
+  readonly maxBufferedBytes?: number;
   /** Aborted when the client disconnects (the request's signal) or the service closes streams. */
   readonly signal: AbortSignal;
   /** Called once when the stream has closed, whatever the reason. */
@@ -87,14 +103,25 @@ export interface EventStreamOptions {
  *
  * @remarks Only reads the log: closing it, for any reason, never touches a run. It closes when
  * `signal` aborts, when the reader cancels (the client went away), or after an error frame
- * when the log fails. Writes wait while the reader's queue is full (backpressure).
+ * when the log fails. Unread frames are counted in bytes: while they fill `maxBufferedBytes`
+ * the stream reads no further (backpressure). A reader that takes nothing from a full buffer
+ * for a whole heartbeat interval has fallen behind: the stream stops following the log, ends
+ * with the comment {@link behindFrame} once the reader has taken what was buffered, and the
+ * reader resumes from its last `id` with `Last-Event-ID`, losing nothing. So a paused reader
+ * holds at most the budget plus one frame, whatever the size of the events.
  *
  * @param options - {@link EventStreamOptions}
  * @returns a byte stream of SSE frames
  */
 export function createEventStream(options: EventStreamOptions): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
+  const budget = options.maxBufferedBytes ?? defaultStreamBufferBytes;
   const stop = new AbortController();
+  /** Whether the reader took a frame since the last heartbeat. */
+  let progressed = false;
+  /** Set once the reader fell behind: the stream ends after what is buffered. */
+  let behind = false;
+  let wakeDrained: (() => void) | undefined;
   let heartbeat: unknown;
   let closed = false;
   let wakeWriter: (() => void) | undefined;
@@ -107,6 +134,7 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
     options.signal.removeEventListener('abort', onAbort);
     if (heartbeat !== undefined) options.clock.clearTimeout(heartbeat);
     wakeWriter?.();
+    wakeDrained?.();
     if (closeController) {
       try {
         controller.close();
@@ -128,17 +156,31 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
   const write = (text: string) => {
     if (!closed) controller.enqueue(encoder.encode(text));
   };
+  const full = () => (controller.desiredSize ?? 1) <= 0;
   const armHeartbeat = () => {
     heartbeat = options.clock.setTimeout(() => {
       heartbeat = undefined;
       if (closed) return;
+      if (full() && !progressed) {
+        // A whole interval without taking a byte of a full buffer: end after what it holds.
+        behind = true;
+        stop.abort();
+        wakeWriter?.();
+        return;
+      }
+      progressed = false;
       write(heartbeatFrame);
       armHeartbeat();
     }, options.heartbeatMs);
   };
   const roomToWrite = (): Promise<void> | undefined => {
-    if ((controller.desiredSize ?? 1) > 0) return undefined;
+    if (!full()) return undefined;
     return new Promise<void>((resolve) => (wakeWriter = resolve));
+  };
+  /** Resolves once the reader has taken every buffered frame (or went away). */
+  const drained = (): Promise<void> | undefined => {
+    if (closed || (controller.desiredSize ?? budget) >= budget) return undefined;
+    return new Promise<void>((resolve) => (wakeDrained = resolve));
   };
 
   const pump = async () => {
@@ -148,7 +190,7 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
         after: options.after,
         types: options.types,
       })) {
-        if (closed) break;
+        if (closed || behind) break;
         write(formatEventFrame(event));
         lastSeq = event.seq;
         if (!ending) await roomToWrite();
@@ -159,6 +201,11 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
           types: options.types,
         });
         for (const event of tail) write(formatEventFrame(event));
+      }
+      if (behind && !closed) {
+        write(behindFrame);
+        // The stream keeps its place (and its owner's stream count) until the reader has it all.
+        await drained();
       }
     } catch (error) {
       if (!closed) {
@@ -188,14 +235,20 @@ export function createEventStream(options: EventStreamOptions): ReadableStream<U
         void pump();
       },
       pull() {
+        progressed = true;
         const wake = wakeWriter;
         wakeWriter = undefined;
         wake?.();
+        if ((controller.desiredSize ?? 0) >= budget) {
+          const wakeEmpty = wakeDrained;
+          wakeDrained = undefined;
+          wakeEmpty?.();
+        }
       },
       cancel() {
         finish(false);
       },
     },
-    { highWaterMark: 256 },
+    { highWaterMark: budget, size: (chunk) => chunk.byteLength },
   );
 }

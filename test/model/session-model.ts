@@ -28,7 +28,7 @@
 import { assign, fromCallback } from 'xstate';
 import type { ActorLogic, EventFromLogic, StateValue } from 'xstate';
 import { RunQueue } from '../../machines/run-queue.js';
-import type { RunMachineInput } from '../../machines/run.machine.js';
+import type { RunMachineInput } from '../../machines/run.types.js';
 import {
   sessionMachine,
   type SessionMachineInput,

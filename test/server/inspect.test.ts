@@ -53,4 +53,45 @@ describe('GET /inspect and /api/inspect/stream', () => {
     expect(text).toContain('event: transition');
     expect(text).not.toContain(bobRunId);
   });
+
+  it('numbers each owner’s transitions 1, 2, 3, …: ids reveal nothing of other owners', async () => {
+    const hub = createTimelineHub();
+    const service = createTestService({ timeline: hub, agent: wordsAgent(['hi'], 10) });
+    cleanups.push(service.close);
+    // Alice is busy first, then bob starts a run, then alice again.
+    const aliceFirst = await service.send(await service.createSession(), 'one');
+    const bobSession = await service.createSession({}, BOB);
+    const bobSent = await service.post(
+      bobSession,
+      [{ type: 'user.message', payload: { text: 'x' } }],
+      BOB,
+    );
+    const bobRun = (bobSent.body.results as Array<{ run_id: string }>)[0]?.run_id ?? '';
+    const aliceSecond = await service.send(await service.createSession(), 'two');
+
+    const idsOf = async (token: string, runId: string) => {
+      const reader = sseReader(await service.request('GET', '/api/inspect/stream', { token }));
+      const text = await reader.until(
+        (t) => t.includes(`"id":"${runId}"`) && t.includes('"to":"RUNNING'),
+      );
+      await reader.cancel();
+      return [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    };
+    const bobIds = await idsOf(BOB, bobRun);
+    expect(bobIds.length).toBeGreaterThan(1);
+    expect(bobIds).toEqual(bobIds.map((_, i) => i + 1));
+    const aliceIds = await idsOf(ALICE, aliceSecond);
+    expect(aliceIds).toEqual(aliceIds.map((_, i) => i + 1));
+    expect(aliceFirst).not.toBe(aliceSecond);
+    // Resuming after an id replays only that owner's later transitions.
+    const resumed = sseReader(
+      await service.request('GET', '/api/inspect/stream', {
+        token: BOB,
+        headers: { 'last-event-id': String(bobIds.length - 1) },
+      }),
+    );
+    const text = await resumed.until((t) => /^id: /m.test(t));
+    await resumed.cancel();
+    expect([...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]))[0]).toBe(bobIds.length);
+  });
 });

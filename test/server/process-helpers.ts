@@ -17,18 +17,22 @@ export interface ServerProcess {
 }
 
 /**
- * Starts `runplane serve` with `args`; resolves once it prints its URL.
+ * Starts `runplane serve` with `args` (and `options.nodeArgs` for node itself, e.g.
+ * `--max-old-space-size=256`); resolves once it prints its URL.
  *
  * @throws when the process exits before listening (its output is in the message)
  */
-export function spawnServer(args: readonly string[]): Promise<ServerProcess> {
+export function spawnServer(
+  args: readonly string[],
+  options: { readonly nodeArgs?: readonly string[] } = {},
+): Promise<ServerProcess> {
   const env = { ...process.env };
   for (const name of Object.keys(env)) {
     if (name.startsWith('RUNPLANE_') || name.startsWith('OPENAI_')) delete env[name];
   }
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli.ts', 'serve', '--port', '0', ...args],
+    [...(options.nodeArgs ?? []), '--import', 'tsx', 'src/cli.ts', 'serve', '--port', '0', ...args],
     { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';

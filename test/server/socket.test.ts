@@ -3,7 +3,7 @@
  * stream over TCP, a client that disconnects, and a graceful shutdown that refuses new work.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import http, { createServer } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -148,6 +148,37 @@ describe('the service on a real socket', () => {
     expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
   });
 
+  it('answers a request without Host and an unknown Expect in JSON, on the raw socket', async () => {
+    const { server: running } = await boot();
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(running.port, '127.0.0.1');
+        let answer = '';
+        socket.on('data', (chunk) => (answer += chunk.toString()));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+        socket.write(request);
+      });
+    const bodyOf = (answer: string): unknown =>
+      JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    const hostless = await raw('GET /healthz HTTP/1.1\r\n\r\n');
+    expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
+    expect(hostless).toMatch(/\r\ncontent-type: application\/json\r\n/i);
+    expect(hostless).toMatch(/\r\nconnection: close\r\n/i);
+    expect(bodyOf(hostless)).toEqual({
+      error: { code: 'bad_request', message: 'expected a Host header in an HTTP/1.1 request' },
+    });
+    const bogus = await raw('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 999-bogus\r\n\r\n');
+    expect(bogus).toMatch(/^HTTP\/1\.1 417 Expectation Failed\r\n/);
+    expect(bogus).toMatch(/\r\ncontent-type: application\/json\r\n/);
+    expect(bodyOf(bogus)).toMatchObject({ error: { code: 'expectation_failed' } });
+    // HTTP/1.0 needs no Host.
+    const old = await raw('GET /healthz HTTP/1.0\r\n\r\n');
+    expect(old).toMatch(/^HTTP\/1\.1 200 /);
+    expect(bodyOf(old)).toEqual({ status: 'ok' });
+    expect((await fetch(`${running.url}/healthz`)).status).toBe(200);
+  });
+
   it('reports a busy port as an error and leaves nothing open', async () => {
     const { server: s } = await boot();
     const other = mkdtempSync(join(tmpdir(), 'runplane-socket-'));
@@ -209,5 +240,82 @@ describe('the service on a real socket', () => {
     } finally {
       await new Promise((resolve) => fake.close(resolve));
     }
+  });
+});
+
+describe('a paused SSE reader on a real socket', () => {
+  it('is ended with a comment once it leaves its byte budget full, and resumes by Last-Event-ID losing nothing', async () => {
+    const clock = new SimulatedClock();
+    const { server: s } = await boot({ clock, heartbeatMs: 1_000, streamBufferBytes: 65_536 });
+    const id = (await call(s.url, 'POST', '/api/sessions', {})).body.session_id as string;
+    const key = { ownerId: 'alice', sessionId: id };
+    const text = 'y'.repeat(100_000);
+
+    /** Opens the stream; `pause` leaves the socket unread until `resume`. */
+    const open = (lastEventId?: number) =>
+      new Promise<http.IncomingMessage>((resolve, reject) => {
+        const request = http.get(
+          `${s.url}/api/sessions/${id}/events/stream`,
+          {
+            agent: false,
+            headers: {
+              authorization: `Bearer ${TOKEN}`,
+              ...(lastEventId === undefined ? {} : { 'last-event-id': String(lastEventId) }),
+            },
+          },
+          resolve,
+        );
+        request.on('error', reject);
+      });
+    /** Reads frames until the stream ends or `done` holds; returns the seqs and comments. */
+    const readUntil = (response: http.IncomingMessage, done: (seqs: number[]) => boolean) =>
+      new Promise<{ seqs: number[]; comments: string[]; ended: boolean }>((resolve) => {
+        const seqs: number[] = [];
+        const comments: string[] = [];
+        let buffer = '';
+        const finish = (ended: boolean) => {
+          response.removeAllListeners('data');
+          response.destroy();
+          resolve({ seqs, comments, ended });
+        };
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          buffer += chunk;
+          let end: number;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const frame = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const seq = /^id: (\d+)$/m.exec(frame)?.[1];
+            if (seq !== undefined) seqs.push(Number(seq));
+            else if (frame.startsWith(':')) comments.push(frame);
+          }
+          if (done(seqs)) finish(false);
+        });
+        response.once('end', () => finish(true));
+        response.resume();
+      });
+
+    const paused = await open();
+    paused.pause();
+    const total = 100; // 10 MB: more than the loopback socket buffers hold
+    for (let i = 0; i < total; i++) {
+      s.runtime.eventLog.append({}, key, { type: 'test.note', payload: { text }, at: clock.now() });
+    }
+    // Heartbeat intervals go by while the reader takes nothing.
+    for (let i = 0; i < 40; i++) {
+      clock.increment(1_000);
+      await flush(3);
+    }
+    const first = await readUntil(paused, (seqs) => seqs.at(-1) === total);
+    expect(first.comments.filter((c) => c !== ': heartbeat')).toEqual([
+      ': behind; reconnect with Last-Event-ID',
+    ]);
+    expect(first.ended).toBe(true);
+    expect(first.seqs.length).toBeLessThan(total);
+    await until(() => s.service.openStreams === 0);
+
+    const last = first.seqs.at(-1) ?? 0;
+    const second = await readUntil(await open(last), (seqs) => seqs.at(-1) === total);
+    expect([...first.seqs, ...second.seqs]).toEqual(Array.from({ length: total }, (_, i) => i + 1));
   });
 });

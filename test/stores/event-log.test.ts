@@ -27,6 +27,16 @@ const implementations: Array<[string, () => EventLog & { close?: () => void }]> 
     () => createSqliteEventLog({ path: freshPath(), followBatchSize: 2 }),
   ],
   ['sqlite without a tail', () => createSqliteEventLog({ path: freshPath(), tail: { events: 0 } })],
+  // One event per follow query, whatever the batch size: the payload bound decides.
+  [
+    'sqlite followBatchBytes 1',
+    () => createSqliteEventLog({ path: freshPath(), followBatchBytes: 1 }),
+  ],
+  // A tail budget of about two events for the whole log: tails are dropped and shifted often.
+  [
+    'sqlite tail of 500 bytes',
+    () => createSqliteEventLog({ path: freshPath(), tail: { bytes: 500 } }),
+  ],
 ];
 
 const seqOf = (result: IteratorResult<RunplaneEvent>) =>

@@ -25,6 +25,8 @@ export interface StreamRoutesOptions {
   readonly streams: StreamRegistry;
   /** Interval of SSE heartbeat comments, in ms (on the runtime clock). */
   readonly heartbeatMs: number;
+  /** Unread bytes one stream may buffer before its reader counts as behind (`sse.ts`). */
+  readonly streamBufferBytes: number | undefined;
   /** Receives a stream's unexpected failure. */
   readonly reportError: (error: unknown) => void;
 }
@@ -43,7 +45,7 @@ export const sseHeaders = {
  * @returns the route as a Hono app
  */
 export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
-  const { runtime, heartbeatMs, reportError } = options;
+  const { runtime, heartbeatMs, streamBufferBytes, reportError } = options;
   const app = new Hono<ServiceEnv>();
 
   app.get(
@@ -77,6 +79,7 @@ export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
         types,
         clock: runtime.clock,
         heartbeatMs,
+        maxBufferedBytes: streamBufferBytes,
         signal: lease.signal,
         reportError,
         onClose: () => lease.release(),

@@ -20,12 +20,33 @@ export interface SqliteEventLogOptions {
   /** How many events one query of `follow` reads at most; a positive integer. @default 256 */
   readonly followBatchSize?: number;
   /**
-   * How many of each session's latest events are kept in memory for followers, and for how
-   * many sessions (least recently written dropped first); non-negative integers.
-   * @default { events: 64, sessions: 1000 }
+   * How many bytes of payload (UTF-8 JSON) one query of `follow` reads at most (at least one
+   * event): what a follower that stopped taking events holds, whatever their size. A positive
+   * integer. @default 262144 (256 KiB)
    */
-  readonly tail?: { readonly events?: number; readonly sessions?: number };
+  readonly followBatchBytes?: number;
+  /**
+   * The in-memory tail that serves caught-up followers without a query: up to `events` of each
+   * session's latest events, for up to `sessions` sessions, and at most `bytes` for the whole
+   * log (one budget, whatever the number of sessions). An event counts as its payload's JSON
+   * in UTF-8 bytes (never less than V8 holds its strings in) plus
+   * {@link tailEventOverheadBytes}; past the budget the least recently used
+   * sessions' tails are dropped first, and an event larger than the whole budget is not kept.
+   * Non-negative integers; a dropped tail only costs followers a query.
+   * @default { events: 64, sessions: 1000, bytes: 8388608 } (8 MiB)
+   */
+  readonly tail?: {
+    readonly events?: number;
+    readonly sessions?: number;
+    readonly bytes?: number;
+  };
 }
+
+/** What one tail event counts beyond its payload's JSON length, in bytes (ids, fields). */
+export const tailEventOverheadBytes = 200;
+
+/** The default byte budget of the in-memory tail of one log: 8 MiB. */
+export const defaultTailBytes = 8 * 1024 * 1024;
 
 /** An {@link EventLog} on SQLite; `close()` closes the database it opened. */
 export interface SqliteEventLog extends EventLog {
@@ -85,6 +106,10 @@ interface SessionState {
   lastSeq: number;
   /** The latest events, oldest first, contiguous up to `lastSeq`. */
   readonly tail: RunplaneEvent[];
+  /** What each tail event counts against the byte budget, in the same order. */
+  readonly tailSizes: number[];
+  /** The sum of `tailSizes`. */
+  tailBytes: number;
   readonly waiters: Set<() => void>;
 }
 
@@ -157,8 +182,10 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     );
   }
   const batchSize = count('followBatchSize', options.followBatchSize, 256, 1);
+  const batchBytes = count('followBatchBytes', options.followBatchBytes, 256 * 1024, 1);
   const tailEvents = count('tail.events', options.tail?.events, 64, 0);
   const tailSessions = count('tail.sessions', options.tail?.sessions, 1_000, 0);
+  const tailBudget = count('tail.bytes', options.tail?.bytes, defaultTailBytes, 0);
   const owned = options.database === undefined;
   const db = options.database ?? openSqliteDatabase({ path: options.path ?? '' });
   applySqliteMigrations(db, eventLogMigrations);
@@ -186,6 +213,24 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
        AND (@types IS NULL OR type IN (SELECT value FROM json_each(@types)))
      ORDER BY seq LIMIT @limit`,
   );
+  // octet_length reads a payload's size from its record header, not the payload itself.
+  const selectSizes = db.prepare<
+    {
+      owner: string;
+      session: string;
+      after: number;
+      runId: string | null;
+      types: string | null;
+      limit: number;
+    },
+    { bytes: number }
+  >(
+    `SELECT octet_length(payload) AS bytes FROM runplane_events
+     WHERE owner_id = @owner AND session_id = @session AND seq > @after
+       AND (@runId IS NULL OR run_id = @runId)
+       AND (@types IS NULL OR type IN (SELECT value FROM json_each(@types)))
+     ORDER BY seq LIMIT @limit`,
+  );
   const selectLastSeq = db.prepare<[string, string], { last_seq: number }>(
     'SELECT last_seq FROM runplane_event_seqs WHERE owner_id = ? AND session_id = ?',
   );
@@ -196,6 +241,42 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
 
   /** Sessions written or followed lately, least recent first (a Map keeps insertion order). */
   const states = new Map<string, SessionState>();
+  /** The bytes all tails count together; at most `tailBudget` between appends. */
+  let tailBytes = 0;
+
+  const dropTail = (state: SessionState) => {
+    tailBytes -= state.tailBytes;
+    state.tailBytes = 0;
+    state.tail.length = 0;
+    state.tailSizes.length = 0;
+  };
+  const shiftTail = (state: SessionState) => {
+    state.tail.shift();
+    const size = state.tailSizes.shift() ?? 0;
+    state.tailBytes -= size;
+    tailBytes -= size;
+  };
+  /** Keeps `stored` in its session's tail, within the per-session and the whole-log bounds. */
+  const keepInTail = (state: SessionState, stored: RunplaneEvent, size: number) => {
+    if (tailEvents === 0) return;
+    if (size > tailBudget) {
+      // The tail must stay contiguous up to `lastSeq`: without this event, it holds nothing.
+      dropTail(state);
+      return;
+    }
+    state.tail.push(stored);
+    state.tailSizes.push(size);
+    state.tailBytes += size;
+    tailBytes += size;
+    if (state.tail.length > tailEvents) shiftTail(state);
+    if (tailBytes <= tailBudget) return;
+    // Over the budget: drop the tails of the least recently used sessions first.
+    for (const other of states.values()) {
+      if (tailBytes <= tailBudget) return;
+      if (other !== state) dropTail(other);
+    }
+    while (tailBytes > tailBudget) shiftTail(state);
+  };
   const closing = new AbortController();
   // Every follower (an SSE client each) listens on it: hundreds are expected, not a leak.
   setMaxListeners(0, closing.signal);
@@ -214,13 +295,16 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     } catch (error) {
       throw storeFailed('lastSeq', error);
     }
-    state = { lastSeq, tail: [], waiters: new Set() };
+    state = { lastSeq, tail: [], tailSizes: [], tailBytes: 0, waiters: new Set() };
     states.set(k, state);
     // Forget the least recent sessions nobody waits on; their state is reloaded from the table.
     if (states.size > tailSessions) {
       for (const [oldKey, old] of states) {
         if (states.size <= tailSessions) break;
-        if (old.waiters.size === 0 && oldKey !== k) states.delete(oldKey);
+        if (old.waiters.size === 0 && oldKey !== k) {
+          dropTail(old);
+          states.delete(oldKey);
+        }
       }
     }
     return state;
@@ -261,6 +345,41 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     }
   };
 
+  /**
+   * The next batch of `follow`: at most `batchSize` events and `batchBytes` of payload (at
+   * least one event); `complete` when it holds every match after `options.after`.
+   */
+  const readBatch = (
+    key: SessionKey,
+    options: ReadOptions,
+  ): { events: RunplaneEvent[]; complete: boolean } => {
+    let sizes: Array<{ bytes: number }>;
+    try {
+      sizes = selectSizes.all({
+        owner: key.ownerId,
+        session: key.sessionId,
+        after: options.after ?? 0,
+        runId: options.runId ?? null,
+        types: options.types === undefined ? null : JSON.stringify(options.types),
+        limit: batchSize,
+      });
+    } catch (error) {
+      throw storeFailed('read', error);
+    }
+    let take = 0;
+    let bytes = 0;
+    for (const size of sizes) {
+      bytes += size.bytes;
+      if (take > 0 && bytes > batchBytes) break;
+      take++;
+    }
+    if (take === 0) return { events: [], complete: true };
+    return {
+      events: readRows(key, options, take),
+      complete: take === sizes.length && sizes.length < batchSize,
+    };
+  };
+
   /** Resolves on the next append to the session, or when `signal` aborts or the log closes. */
   const nextAppend = (state: SessionState, signal: AbortSignal | undefined): Promise<void> =>
     new Promise<void>((resolve) => {
@@ -287,6 +406,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
         payload: event.payload ?? {},
         at: event.at,
       };
+      const json = payloadJson(stored.payload);
       try {
         insert.run(
           key.ownerId,
@@ -295,17 +415,14 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
           stored.id,
           stored.runId ?? null,
           stored.type,
-          payloadJson(stored.payload),
+          json,
           stored.at,
         );
       } catch (error) {
         throw storeFailed('append', error);
       }
       state.lastSeq = stored.seq;
-      if (tailEvents > 0) {
-        state.tail.push(stored);
-        if (state.tail.length > tailEvents) state.tail.shift();
-      }
+      keepInTail(state, stored, Buffer.byteLength(json) + tailEventOverheadBytes);
       for (const wake of [...state.waiters]) wake();
       return stored;
     },
@@ -329,24 +446,31 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
         const upTo = state.lastSeq;
         const first = state.tail[0];
         if (after < upTo && first !== undefined && first.seq <= after + 1) {
-          // Caught up: the rest is in the tail (events are only ever appended to it).
-          for (const event of state.tail.slice(after + 1 - first.seq)) {
+          // Caught up: the next event is in the tail (events are only ever appended to it).
+          // One at a time, so a follower that stops taking events holds one, not the tail.
+          const event = state.tail[after + 1 - first.seq];
+          if (event !== undefined) {
             after = event.seq;
-            if (!matches(event, followOptions)) continue;
-            yield event;
-            if (stopped()) return;
+            if (matches(event, followOptions)) {
+              yield event;
+              if (stopped()) return;
+            }
+            continue;
           }
-          continue;
         }
         while (after < upTo && !stopped()) {
-          const batch = readRows(key, { ...followOptions, after }, batchSize);
-          for (const event of batch) {
+          const batch = readBatch(key, { ...followOptions, after });
+          const events: Array<RunplaneEvent | undefined> = batch.events;
+          for (let i = 0; i < events.length; i++) {
+            const event = events[i];
+            if (event === undefined) continue;
+            events[i] = undefined; // handed over: the batch no longer holds it
             after = event.seq;
             yield event;
             if (stopped()) return;
           }
-          // A short batch read every match there was: everything up to `upTo` was seen.
-          if (batch.length < batchSize) after = Math.max(after, upTo);
+          // A complete batch read every match there was: everything up to `upTo` was seen.
+          if (batch.complete) after = Math.max(after, upTo);
         }
         if (stopped()) return;
         const current = stateOf(key);
