@@ -83,7 +83,7 @@ type RunEndEvent =
   | { type: `xstate.error.actor.${string}`; actorId: string; error: unknown };
 
 /** Parameters of the `reportRunError` action. */
-interface RunErrorParams {
+export interface RunErrorParams {
   readonly runId: string;
   readonly error: unknown;
 }

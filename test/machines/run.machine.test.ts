@@ -3,7 +3,7 @@
  * simulated clock); the executor placeholders do nothing, so the test plays the agent by
  * sending `agent.*` events itself.
  */
-import { createActor, SimulatedClock } from 'xstate';
+import { createActor, SimulatedClock, type AnyActorRef } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
 import { fromClockTimer } from '../../machines/clock-timer.js';
@@ -29,6 +29,10 @@ function start(extra: Partial<typeof input> & { timeoutMs?: number } = {}) {
   actor.start();
   return { actor, clock };
 }
+
+/** A nested run's snapshot, typed for the assertions. */
+const snapshotOf = (ref: AnyActorRef | undefined) =>
+  ref?.getSnapshot() as { value: unknown; context: { status: string } } | undefined;
 
 describe('run machine', () => {
   it('CREATED → QUEUED → RUNNING → COMPLETED', () => {
@@ -201,13 +205,13 @@ describe('run machine', () => {
     actor.start();
     actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
     actor.send({ type: 'run.spawn', runId: 'n1', timeoutMs: undefined, at: 0 });
-    const nested = actor.system.get('run:n1');
-    expect(nested?.getSnapshot().value).toEqual({ RUNNING: 'working' });
+    const nested = actor.system.get('run:n1') as AnyActorRef | undefined;
+    expect(snapshotOf(nested)?.value).toEqual({ RUNNING: 'working' });
     actor.send({ type: 'agent.done', output: 'parent done' });
     // The parent's status is COMPLETED, but it waits for the nested run it just cancelled.
     expect(actor.getSnapshot().context.status).toBe('COMPLETED');
     expect(actor.getSnapshot().status).toBe('active');
-    expect(nested?.getSnapshot().context.status).toBe('CANCELLED');
+    expect(snapshotOf(nested)?.context.status).toBe('CANCELLED');
     nested?.send({ type: 'agent.error', error: new Error('aborted') });
     expect(actor.getSnapshot().status).toBe('done');
     expect(actor.getSnapshot().context.nestedRunIds).toEqual([]);
@@ -225,6 +229,7 @@ describe('run machine', () => {
     actor.send({ type: 'run.spawn', runId: 'n2', timeoutMs: undefined, at: 0 });
     expect(actor.system.get('run:n2')).toBeUndefined(); // over the cap: not spawned
     actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: true }));
-    expect(actor.system.get('run:n1')?.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
+    const nested = actor.system.get('run:n1') as AnyActorRef | undefined;
+    expect(snapshotOf(nested)?.value).toEqual({ RUNNING: 'cancelling' });
   });
 });

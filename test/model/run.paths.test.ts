@@ -10,7 +10,7 @@
  * the session admits the run in the same step as its start.
  */
 import { describe, expect, it } from 'vitest';
-import type { AnyActorRef, StateValue } from 'xstate';
+import type { AnyActorRef } from 'xstate';
 import { runMachine } from '../../machines/run.machine.js';
 import type { RunModelEvent as RunMachineEvent } from './run-model.js';
 import { createRuntime, type AgentRun, type RunOutcome, type Runtime } from '../../src/index.js';
@@ -19,7 +19,6 @@ import {
   createTestClock,
   getMachineCoverage,
   getReplayPaths,
-  getStatePaths,
   type PathAdapter,
   type ScriptedAgent,
   type TestClock,
@@ -54,10 +53,6 @@ interface RunSystem {
 
 const { ownerId, sessionId } = runInput;
 
-const leaf = (value: StateValue): string => {
-  const paths = getStatePaths(value);
-  return paths.filter((p) => !paths.some((o) => o.startsWith(`${p}.`))).join('|');
-};
 
 const adapter: PathAdapter<RunSnapshot, RunMachineEvent, RunSystem> = {
   async setup() {
