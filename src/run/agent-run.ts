@@ -75,14 +75,19 @@ export class AgentRun<TOutput = unknown> {
 
   readonly #run: RunExecutor;
 
-  /** @internal Use `runtime.prepare(...)`. */
-  constructor(executor: RunExecutor) {
+  /** Runs are made by `runtime.prepare(...)` (see {@link AgentRun.of}). */
+  private constructor(executor: RunExecutor) {
     this.#run = executor;
     this.id = executor.id;
     this.ownerId = executor.ownerId;
     this.sessionId = executor.sessionId;
     this.parentRunId = executor.parentRunId;
     this.termination = executor.termination as Promise<RunOutcome<TOutput>>;
+  }
+
+  /** @internal The handle of `executor` (the runtime makes one per run). */
+  static of<TOutput>(executor: RunExecutor): AgentRun<TOutput> {
+    return new AgentRun<TOutput>(executor);
   }
 
   /** @internal See {@link executorOf}. */

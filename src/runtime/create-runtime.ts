@@ -297,7 +297,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       logFloor: logEndOf(init),
     });
     executors.set(init.runId, run);
-    const handle = new AgentRun<TOutput>(run);
+    const handle = AgentRun.of<TOutput>(run);
     run.handle = handle;
     return [run, handle];
   };
