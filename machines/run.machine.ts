@@ -35,6 +35,7 @@ import {
   type CancelCause,
   type CancelRequest,
 } from './cancel-request.js';
+import { ChildIds } from './child-ids.js';
 import type { TimerInput } from './clock-timer.js';
 import type {
   ExecutorAbortParams,
@@ -202,10 +203,10 @@ const base = setup({
       event.verdict === 'admitted' &&
       context.limits.timeoutMs !== undefined,
     notYetInterrupted: ({ context }) => !context.interruptRequested,
-    hasNestedRoom: ({ context }) => context.nestedRunIds.length < context.limits.maxNestedRuns,
+    hasNestedRoom: ({ context }) => (context.nested?.size ?? 0) < context.limits.maxNestedRuns,
     /** The session admitted the run as it started (so QUEUED is only passed). */
     wasAdmitted: ({ context }) => context.verdict === 'admitted',
-    noNestedRuns: ({ context }) => context.nestedRunIds.length === 0,
+    noNestedRuns: ({ context }) => (context.nested?.size ?? 0) === 0,
     /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
     isCancellationError: () => false,
   },
@@ -235,9 +236,10 @@ const logStatus = (to: RunStatus) => ({
 
 const runSetup = base.extend({
   actions: {
-    reportNestedError: base.enqueueActions(({ event, enqueue }) => {
+    reportNestedError: base.enqueueActions(({ context, event, enqueue }) => {
       if (event.type.startsWith('xstate.error.actor.') && 'actorId' in event && 'error' in event) {
-        enqueue({ type: 'reportRunError', params: { runId: event.actorId, error: event.error } });
+        const runId = context.nested?.runOf(event.actorId) ?? event.actorId;
+        enqueue({ type: 'reportRunError', params: { runId, error: event.error } });
       }
     }),
     recordDeadline: base.assign({
@@ -262,20 +264,21 @@ const runSetup = base.extend({
     cancelNestedRuns: base.enqueueActions(({ context, enqueue }) => {
       const { cancel } = context;
       if (cancel?.recursive !== true) return;
-      for (const runId of context.nestedRunIds)
-        enqueue.sendTo(runId, { type: 'run.cancel', request: cancel });
+      for (const childId of context.nested?.childIds() ?? [])
+        enqueue.sendTo(childId, { type: 'run.cancel', request: cancel });
     }),
     /** A run that turned terminal cancels the nested runs still going. */
     endNestedRuns: base.enqueueActions(({ context, enqueue }) => {
       const request = cancelledBy('cancel', 'parent run ended');
-      for (const runId of context.nestedRunIds)
-        enqueue.sendTo(runId, { type: 'run.cancel', request });
+      for (const childId of context.nested?.childIds() ?? [])
+        enqueue.sendTo(childId, { type: 'run.cancel', request });
     }),
     /** `ctx.spawn`: the nested run is this run's child, started (and admitted) at once. */
     spawnNestedRun: base.enqueueActions(({ context, event, enqueue }) => {
-      if (event.type !== 'run.spawn') return;
+      if (event.type !== 'run.spawn' || context.nested === undefined) return;
+      const childId = context.nested.take(event.runId);
       enqueue.spawnChild('nestedRun', {
-        id: event.runId,
+        id: childId,
         systemId: runSystemId(event.runId),
         input: {
           runId: event.runId,
@@ -287,18 +290,14 @@ const runSetup = base.extend({
           maxNestedRuns: context.limits.maxNestedRuns,
         },
       });
-      enqueue.sendTo(event.runId, { type: 'run.start', at: event.at, verdict: 'admitted' });
+      enqueue.sendTo(childId, { type: 'run.start', at: event.at, verdict: 'admitted' });
     }),
-    recordNestedRun: base.assign({
-      nestedRunIds: ({ context, event }) =>
-        event.type === 'run.spawn' ? [...context.nestedRunIds, event.runId] : context.nestedRunIds,
-    }),
-    /** A nested run reached its final state (or failed): forget it and stop its actor. */
-    forgetNestedRun: base.assign({
-      nestedRunIds: ({ context, event }) =>
-        'actorId' in event
-          ? context.nestedRunIds.filter((id) => id !== event.actorId)
-          : context.nestedRunIds,
+    /** The table of nested runs' child ids, made by the first spawn. */
+    recordNestedRun: base.assign({ nested: ({ context }) => context.nested ?? new ChildIds() }),
+    /** A nested run reached its final state (or failed): its child id is free again. */
+    forgetNestedRun: base.assign(({ context, event }) => {
+      if ('actorId' in event) context.nested?.release(event.actorId);
+      return {};
     }),
     stopNestedRun: base.stopChild(({ event }) => ('actorId' in event ? event.actorId : '')),
   },
@@ -334,7 +333,7 @@ export const runMachine = runSetup.createMachine({
     escalated: false,
     output: undefined,
     error: undefined,
-    nestedRunIds: [],
+    nested: undefined,
     timerSeq: 0,
   }),
   output: ({ context }) => toRunOutput(context),
@@ -386,7 +385,7 @@ export const runMachine = runSetup.createMachine({
           guard: 'notYetInterrupted',
           actions: ['recordInterrupt', 'signalInterrupt'],
         },
-        'run.spawn': { guard: 'hasNestedRoom', actions: ['spawnNestedRun', 'recordNestedRun'] },
+        'run.spawn': { guard: 'hasNestedRoom', actions: ['recordNestedRun', 'spawnNestedRun'] },
         'agent.done': { target: 'COMPLETED' },
         'agent.error': { target: 'FAILED' },
         'run.deadline': {

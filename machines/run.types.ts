@@ -5,6 +5,7 @@
  * @module
  */
 import type { CancelCause, CancelRequest, SafePointKind } from './cancel-request.js';
+import type { ChildIds } from './child-ids.js';
 
 /** The six statuses of a run. */
 export type RunStatus = 'CREATED' | 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED';
@@ -90,8 +91,11 @@ export interface RunMachineContext {
   readonly escalated: boolean;
   readonly output: unknown;
   readonly error: unknown;
-  /** Ids of the nested runs (child actors) that have not reached their final state. */
-  readonly nestedRunIds: readonly string[];
+  /**
+   * The nested runs (child actors) that have not reached their final state, child id ↔ run id
+   * (made by the first `ctx.spawn`; see {@link ChildIds}).
+   */
+  readonly nested: ChildIds | undefined;
   /** Counts escalation timers, so each gets a fresh child id. */
   readonly timerSeq: number;
 }

@@ -32,6 +32,7 @@
 import { setup } from 'xstate';
 import type { EventObject } from 'xstate';
 import { CancelMode, type CancelCause, type CancelModeValue } from './cancel-request.js';
+import { ChildIds } from './child-ids.js';
 import { RunQueue } from './run-queue.js';
 import { runMachine, runSystemId } from './run.machine.js';
 import type { RunMachineEvent, RunMachineInput } from './run.types.js';
@@ -55,6 +56,8 @@ export interface SessionMachineContext {
   /** Children: runs spawned and not yet settled. */
   readonly runCount: number;
   readonly queue: RunQueue;
+  /** The runs' child actor ids (recycled; see {@link ChildIds}), mutated in place. */
+  readonly children: ChildIds;
   readonly activeRunId: string | undefined;
   /** Grace of the pending `interrupt` strategy, in ms. */
   readonly graceMs: number;
@@ -88,8 +91,13 @@ export interface RunErrorParams {
   readonly error: unknown;
 }
 
-const endedRunId = (event: EventObject): string | undefined =>
-  'actorId' in event ? (event as RunEndEvent).actorId : undefined;
+/** The child id of the run that ended, from its `xstate.done.actor.*` / `xstate.error.actor.*`. */
+const endedChildId = (event: EventObject): string =>
+  'actorId' in event ? (event as RunEndEvent).actorId : '';
+
+/** The run id of the child that ended (see {@link ChildIds}). */
+const endedRunId = (context: SessionMachineContext, event: EventObject): string | undefined =>
+  context.children.runOf(endedChildId(event));
 
 const startOf = (event: SessionMachineEvent | RunEndEvent) => {
   if (event.type !== 'session.start') throw new Error(`expected session.start, got ${event.type}`);
@@ -135,12 +143,13 @@ const base = setup({
     queueEmpty: ({ context }) => context.queue.size === 0,
     /** The run that ended is the only one waiting (it leaves, the line is then empty). */
     isLastQueued: ({ context, event }) =>
-      context.queue.size === 1 && context.queue.has(endedRunId(event) ?? ''),
-    isActiveRun: ({ context, event }) => endedRunId(event) === context.activeRunId,
+      context.queue.size === 1 && context.queue.has(endedRunId(context, event) ?? ''),
+    isActiveRun: ({ context, event }) => endedRunId(context, event) === context.activeRunId,
     /** The active run ended and nobody waits: the session goes idle. */
     isActiveRunWithEmptyQueue: ({ context, event }) =>
-      endedRunId(event) === context.activeRunId && context.queue.size === 0,
-    isInterruptingRun: ({ context, event }) => endedRunId(event) === context.interruptingRunId,
+      endedRunId(context, event) === context.activeRunId && context.queue.size === 0,
+    isInterruptingRun: ({ context, event }) =>
+      endedRunId(context, event) === context.interruptingRunId,
     strategyIs: ({ event }, strategy: SessionStrategy) =>
       event.type === 'session.start' && event.strategy === strategy,
   },
@@ -149,15 +158,21 @@ const base = setup({
   },
 });
 
-const runOf = ({ event }: { event: SessionMachineEvent | RunEndEvent }) => startOf(event).runId;
-const activeRun = ({ context }: { context: SessionMachineContext }) => context.activeRunId ?? '';
+type ActionArgs = { context: SessionMachineContext; event: SessionMachineEvent | RunEndEvent };
+const runOf = ({ event }: ActionArgs) => startOf(event).runId;
+/** The child actor of the run that starts. */
+const startedChild = ({ context, event }: ActionArgs) =>
+  context.children.childOf(startOf(event).runId) ?? '';
+/** The child actor of the active run. */
+const activeChild = ({ context }: ActionArgs) =>
+  context.children.childOf(context.activeRunId ?? '') ?? '';
 
 const sessionSetup = base.extend({
   actions: {
-    spawnRun: base.enqueueActions(({ event, enqueue }) => {
+    spawnRun: base.enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== 'session.prepare') return;
       enqueue.spawnChild('run', {
-        id: event.run.runId,
+        id: context.children.take(event.run.runId),
         systemId: runSystemId(event.run.runId),
         input: event.run,
       });
@@ -166,24 +181,30 @@ const sessionSetup = base.extend({
     /** The run's end: it leaves the queue wherever it stood, and its actor is stopped. */
     forgetRun: base.assign({
       runCount: ({ context, event }) => {
-        const runId = endedRunId(event);
+        const runId = context.children.release(endedChildId(event));
         if (runId !== undefined) context.queue.delete(runId);
         return context.runCount - 1;
       },
     }),
     /** The active run's end: the slot is free, the run forgotten (one step of context). */
-    forgetActiveRun: base.assign(({ context }) => ({
-      activeRunId: undefined,
-      interruptingRunId: undefined,
-      runCount: context.runCount - 1,
-    })),
-    stopEndedRun: base.stopChild(({ event }) => endedRunId(event) ?? ''),
-    reportError: base.enqueueActions(({ event, enqueue }) => {
+    forgetActiveRun: base.assign(({ context, event }) => {
+      context.children.release(endedChildId(event));
+      return {
+        activeRunId: undefined,
+        interruptingRunId: undefined,
+        runCount: context.runCount - 1,
+      };
+    }),
+    stopEndedRun: base.stopChild(({ event }) => endedChildId(event)),
+    reportError: base.enqueueActions(({ context, event, enqueue }) => {
       if (!('error' in event)) return;
-      const params: RunErrorParams = { runId: event.actorId, error: event.error };
+      const params: RunErrorParams = {
+        runId: context.children.runOf(event.actorId) ?? event.actorId,
+        error: event.error,
+      };
       enqueue({ type: 'reportRunError', params });
     }),
-    admitStarted: base.sendTo(runOf, ({ event }) => ({
+    admitStarted: base.sendTo(startedChild, ({ event }) => ({
       type: 'run.start' as const,
       at: startOf(event).at,
       verdict: 'admitted' as const,
@@ -196,24 +217,24 @@ const sessionSetup = base.extend({
     addStartedToQueueFront: ({ context, event }) => {
       context.queue.addFirst(startOf(event).runId);
     },
-    tellQueued: base.sendTo(runOf, ({ event }) => ({
+    tellQueued: base.sendTo(startedChild, ({ event }) => ({
       type: 'run.start' as const,
       at: startOf(event).at,
       verdict: 'queued' as const,
     })),
-    rejectStarted: base.sendTo(runOf, ({ event }) => ({
+    rejectStarted: base.sendTo(startedChild, ({ event }) => ({
       type: 'run.start' as const,
       at: startOf(event).at,
       verdict: 'rejected' as const,
     })),
     admitHead: base.assign({ activeRunId: ({ context }) => context.queue.shift() }),
-    admitActive: base.sendTo(activeRun, { type: 'run.admit' }),
+    admitActive: base.sendTo(activeChild, { type: 'run.admit' }),
     /** `interrupt`: the active run is asked to wrap up; it is cancelled after `graceMs`. */
     recordInterrupting: base.assign({
       graceMs: ({ event }) => startOf(event).graceMs,
       interruptingRunId: runOf,
     }),
-    interruptActive: base.sendTo(activeRun, {
+    interruptActive: base.sendTo(activeChild, {
       type: 'run.interrupt',
       message: 'interrupted by a newer run',
       cause: 'interrupt',
@@ -221,7 +242,7 @@ const sessionSetup = base.extend({
     clearInterrupting: base.assign({ interruptingRunId: undefined }),
     /** The `interrupt` strategy's grace is over: the active run is cancelled. */
     cancelActiveAfterGrace: base.sendTo(
-      activeRun,
+      activeChild,
       cancelEvent(
         CancelMode.Immediate,
         undefined,
@@ -233,13 +254,13 @@ const sessionSetup = base.extend({
     cancelQueued: base.enqueueActions(({ context, enqueue }) => {
       for (const runId of context.queue.toArray()) {
         enqueue.sendTo(
-          runId,
+          context.children.childOf(runId) ?? '',
           cancelEvent(CancelMode.Immediate, undefined, 'preempt', 'preempted by a newer run'),
         );
       }
     }),
     /** `preempt`: the active run is cancelled at its next safe point, escalating after `graceMs`. */
-    preemptActive: base.sendTo(activeRun, ({ event }) => {
+    preemptActive: base.sendTo(activeChild, ({ event }) => {
       const { at, graceMs } = startOf(event);
       return cancelEvent(
         CancelMode.AnySafePoint,
@@ -261,6 +282,7 @@ export const sessionMachine = sessionSetup.createMachine({
     maxQueuedRuns: input.maxQueuedRuns,
     runCount: 0,
     queue: new RunQueue(),
+    children: new ChildIds(),
     activeRunId: undefined,
     graceMs: 0,
     interruptingRunId: undefined,

@@ -214,7 +214,7 @@ describe('run machine', () => {
     expect(snapshotOf(nested)?.context.status).toBe('CANCELLED');
     nested?.send({ type: 'agent.error', error: new Error('aborted') });
     expect(actor.getSnapshot().status).toBe('done');
-    expect(actor.getSnapshot().context.nestedRunIds).toEqual([]);
+    expect(actor.getSnapshot().context.nested?.size).toBe(0);
   });
 
   it('a recursive cancel flows down to nested runs inside the chart; the nested-run cap holds', () => {

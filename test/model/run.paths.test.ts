@@ -53,7 +53,6 @@ interface RunSystem {
 
 const { ownerId, sessionId } = runInput;
 
-
 const adapter: PathAdapter<RunSnapshot, RunMachineEvent, RunSystem> = {
   async setup() {
     const clock = createTestClock();

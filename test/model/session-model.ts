@@ -27,6 +27,7 @@
  */
 import { assign, fromCallback } from 'xstate';
 import type { ActorLogic, EventFromLogic, StateValue } from 'xstate';
+import { ChildIds } from '../../machines/child-ids.js';
 import { RunQueue } from '../../machines/run-queue.js';
 import type { RunMachineInput } from '../../machines/run.types.js';
 import {
@@ -85,10 +86,30 @@ const copyQueue = (queue: RunQueue): RunQueue => {
   return next;
 };
 
-/** Each step works on a copy of the queue (see the module note). */
+const copyChildIds = (table: ChildIds): ChildIds => {
+  // Replayed in the same order, the copy hands out the same child ids.
+  const next = new ChildIds();
+  const ids = table.childIds();
+  const width = ids.reduce((max, id) => Math.max(max, Number(id.slice(1)) + 1), 0);
+  const placeholders = Array.from({ length: width }, (_, i) => next.take(`\u0000${i}`));
+  for (const id of placeholders) {
+    const runId = table.runOf(id);
+    if (runId === undefined) continue;
+    next.release(id);
+    next.take(runId);
+  }
+  for (const id of placeholders) if (table.runOf(id) === undefined) next.release(id);
+  return next;
+};
+
+/** Each step works on a copy of the queue and the child-id table (see the module note). */
 const copySnapshot = (snapshot: SessionSnapshot): SessionSnapshot => ({
   ...snapshot,
-  context: { ...snapshot.context, queue: copyQueue(snapshot.context.queue) },
+  context: {
+    ...snapshot.context,
+    queue: copyQueue(snapshot.context.queue),
+    children: copyChildIds(snapshot.context.children),
+  },
 });
 
 /** The session machine with inert runs, the plain-function queue actions as assigns, the gate. */
@@ -118,6 +139,27 @@ interface SentTo {
 export function sessionModel(
   gate: Gate,
 ): ActorLogic<SessionSnapshot, SessionModelEvent, SessionMachineInput> {
+  const logic = reactingModel(gate);
+  // The model names a run's end by the run (`xstate.done.actor.a`); the machine hears it from
+  // the run's child actor, whose id is recycled (machines/child-ids.ts).
+  return {
+    ...logic,
+    transition: (snapshot, event, scope) =>
+      logic.transition(snapshot, toChildEnd(snapshot, event), scope),
+  };
+}
+
+function toChildEnd(snapshot: SessionSnapshot, event: SessionModelEvent): SessionModelEvent {
+  const runId = endedRun(event);
+  const childId = runId === undefined ? undefined : snapshot.context.children.childOf(runId);
+  if (runId === undefined || childId === undefined) return event;
+  const { output } = event as { output: unknown };
+  return { type: `xstate.done.actor.${childId}`, actorId: childId, output } as SessionModelEvent;
+}
+
+function reactingModel(
+  gate: Gate,
+): ActorLogic<SessionSnapshot, SessionModelEvent, SessionMachineInput> {
   return withReactions(
     sessionModelMachine(gate),
     (action, snapshot) => {
@@ -126,17 +168,19 @@ export function sessionModel(
           return gate === 'free' ? [{ type: 'session.slot_granted' as const }] : undefined;
         case 'xstate.spawnChild': {
           // prepare() returned; the test starts the run at once.
-          const { id, input } = action.params as { id: string; input: ModelRunInput };
-          return [startEvent(id, input.strategy)];
+          const { input } = action.params as { id: string; input: ModelRunInput };
+          return [startEvent(input.runId, input.strategy)];
         }
         case 'xstate.sendTo': {
           const { targetId, event } = action.params as SentTo;
+          const runId = snapshot.context.children.runOf(targetId) ?? targetId;
           // A rejected run ends CANCELLED at once (it never ran).
+          // (Sent as the child's own end: its child id, not the run's name.)
           if (event.type === 'run.start' && event.verdict === 'rejected')
             return [endEvent(targetId, 'CANCELLED')];
           // A cancelled run that is not running (queued) ends at once; the active one ends only
           // when its agent settles, which ignores aborts.
-          if (event.type === 'run.cancel' && targetId !== snapshot.context.activeRunId)
+          if (event.type === 'run.cancel' && runId !== snapshot.context.activeRunId)
             return [endEvent(targetId, 'CANCELLED')];
           return undefined;
         }
@@ -208,12 +252,16 @@ export const serializeSessionState = (snapshot: SessionSnapshot): string =>
     snapshot.context.queue.toArray(),
     snapshot.context.interruptingRunId,
     snapshot.context.runCount,
-    Object.keys(snapshot.children).sort(),
+    childrenOf(snapshot),
   ]);
 
-/** The session's children (its runs that have not ended), sorted. */
-export const childrenOf = (snapshot: SessionSnapshot): string[] =>
-  Object.keys(snapshot.children).sort();
+/** The session's children (its runs that have not ended), by run, sorted. */
+export function childrenOf(snapshot: SessionSnapshot): string[] {
+  const { children } = snapshot.context;
+  return Object.keys(snapshot.children)
+    .map((id) => children.runOf(id) ?? id)
+    .sort();
+}
 
 /**
  * What the runtime can produce: a name is started again only once its run ended; a run is
@@ -231,7 +279,10 @@ export function sessionEventIsRealizable(
     }
     switch (event.type) {
       case 'session.prepare':
-        return names.includes(event.run.runId) && snapshot.children[event.run.runId] === undefined;
+        return (
+          names.includes(event.run.runId) &&
+          snapshot.context.children.childOf(event.run.runId) === undefined
+        );
       case 'session.slot_granted':
         return gate === 'held' && snapshot.matches('waiting');
       case 'session.start':

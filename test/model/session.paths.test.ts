@@ -224,8 +224,13 @@ function adapterFor({
         active: active === undefined ? undefined : nameOf(active),
         queued,
         queuedStatuses: queued.map((name) => runs.get(name)?.status),
+        // The session's children, by run (their child ids are recycled).
         children: Object.keys(snapshot?.children ?? {})
-          .map(nameOf)
+          .map((childId) => {
+            const ref = snapshot?.children[childId] as
+              { getSnapshot(): { context: { runId: string } } } | undefined;
+            return nameOf(ref?.getSnapshot().context.runId ?? childId);
+          })
           .sort(),
         // The latest run under each name that the runtime still finds (has not settled).
         live: [...runs.entries()]
