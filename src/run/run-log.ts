@@ -27,12 +27,24 @@ export function logStatusChange(
   if (to === 'COMPLETED') {
     append('run.completed', { reason: context.interruptRequested ? 'interrupted' : 'completed' });
   } else if (to === 'FAILED') {
-    append('run.failed', { error: error instanceof Error ? error.message : String(error) });
+    append('run.failed', { error: describeError(error) });
   } else if (to === 'CANCELLED') {
     append('run.cancelled', {
       cause: context.cause ?? context.cancel?.cause ?? 'cancel',
       escalated: context.escalated,
       reason: context.cancel?.reason ?? null,
     });
+  }
+}
+
+/**
+ * @internal What an agent threw, as text for the log. Never throws: an agent may throw anything,
+ * including a value `String()` cannot convert (`Object.create(null)`).
+ */
+export function describeError(error: unknown): string {
+  try {
+    return error instanceof Error ? error.message : String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
   }
 }

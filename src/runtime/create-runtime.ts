@@ -33,7 +33,7 @@ import { createRuntimeInbox } from '../inbox/runtime-inbox.js';
 import type { Agent } from '../run/agent.js';
 import { AgentRun } from '../run/agent-run.js';
 import { RunExecutor, type RunHost } from '../run/run-executor.js';
-import { logStatusChange } from '../run/run-log.js';
+import { describeError, logStatusChange } from '../run/run-log.js';
 import { SessionHost } from '../session/session-host.js';
 import type { Session } from '../session/session.js';
 import { createMemorySessionStore } from '../stores/memory-session-store.js';
@@ -64,8 +64,6 @@ const shutdownRequest = (reason: string): CancelRequest => ({
   cause: 'shutdown',
   reason,
 });
-
-const errorText = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
 /**
  * Creates a runtime.
@@ -153,7 +151,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     const from = run.status;
     if (!terminalRunStatuses.has(from)) {
       append(run, 'run.status', { from, to: 'FAILED' });
-      append(run, 'run.failed', { error: errorText(error) });
+      append(run, 'run.failed', { error: describeError(error) });
     }
     run.fail(error);
   }

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { CancelMode, RunplaneError, type Agent, type RunplaneEvent } from '../../src/index.js';
+import {
+  CancelMode,
+  RunplaneError,
+  type Agent,
+  type AgentRun,
+  type RunplaneEvent,
+} from '../../src/index.js';
 import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
 
 const owner = { ownerId: 'alice', sessionId: 's1' };
@@ -465,5 +471,40 @@ describe('run lifecycle', () => {
     expect(() =>
       runtime.prepare({ ownerId: 'o', sessionId: 's', agent, input: 1, runId: run.id }),
     ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'runId' }));
+  });
+});
+
+describe('an agent that throws anything', () => {
+  it('a value String() cannot convert still ends the run FAILED, logged, its nested run cancelled', async () => {
+    const { runtime } = createTestRuntime();
+    let nested: AgentRun<unknown> | undefined;
+    const thrown: unknown = Object.create(null);
+    const run = runtime.prepare({
+      ownerId: 'alice',
+      sessionId: 's1',
+      input: null,
+      agent: {
+        async execute(_input, ctx) {
+          nested = ctx.spawn(
+            {
+              execute: (_i, nestedCtx) =>
+                new Promise((resolve) => {
+                  if (nestedCtx.signal.aborted) resolve('stopped');
+                  nestedCtx.signal.addEventListener('abort', () => resolve('stopped'));
+                }),
+            },
+            null,
+          );
+          throw thrown;
+        },
+      },
+    });
+    run.start();
+    expect(await run.termination).toEqual({ status: 'FAILED', error: thrown });
+    expect(await nested?.termination).toMatchObject({ status: 'CANCELLED' });
+    const failed = (await runtime.eventLog.read({}, { ownerId: 'alice', sessionId: 's1' })).find(
+      (e) => e.type === 'run.failed' && e.runId === run.id,
+    );
+    expect(failed?.payload).toEqual({ error: '[object Object]' });
   });
 });
