@@ -61,8 +61,11 @@ export interface SessionMachineContext {
   readonly activeRunId: string | undefined;
   /** Grace of the pending `interrupt` strategy, in ms. */
   readonly graceMs: number;
-  /** The newer run whose `interrupt` strategy is interrupting the active one. */
-  readonly interruptingRunId: string | undefined;
+  /**
+   * The newer runs whose `interrupt` strategy waits for the active run's end (the grace runs
+   * while any of them does).
+   */
+  readonly interruptingRunIds: readonly string[];
 }
 
 /** Events the session machine accepts. Times are absolute clock milliseconds. */
@@ -148,8 +151,13 @@ const base = setup({
     /** The active run ended and nobody waits: the session goes idle. */
     isActiveRunWithEmptyQueue: ({ context, event }) =>
       endedRunId(context, event) === context.activeRunId && context.queue.size === 0,
-    isInterruptingRun: ({ context, event }) =>
-      endedRunId(context, event) === context.interruptingRunId,
+    /** The run that ended was one whose `interrupt` strategy waits for the active run. */
+    isInterruptingRunEnded: ({ context, event }) =>
+      context.interruptingRunIds.includes(endedRunId(context, event) ?? ''),
+    /** The run that ended was the last one whose `interrupt` strategy waits for the active run. */
+    isLastInterruptingRun: ({ context, event }) =>
+      context.interruptingRunIds.length === 1 &&
+      context.interruptingRunIds[0] === endedRunId(context, event),
     strategyIs: ({ event }, strategy: SessionStrategy) =>
       event.type === 'session.start' && event.strategy === strategy,
   },
@@ -191,7 +199,7 @@ const sessionSetup = base.extend({
       context.children.release(endedChildId(event));
       return {
         activeRunId: undefined,
-        interruptingRunId: undefined,
+        interruptingRunIds: [],
         runCount: context.runCount - 1,
       };
     }),
@@ -232,14 +240,25 @@ const sessionSetup = base.extend({
     /** `interrupt`: the active run is asked to wrap up; it is cancelled after `graceMs`. */
     recordInterrupting: base.assign({
       graceMs: ({ event }) => startOf(event).graceMs,
-      interruptingRunId: runOf,
+      interruptingRunIds: ({ context, event }) => [
+        ...context.interruptingRunIds,
+        startOf(event).runId,
+      ],
     }),
     interruptActive: base.sendTo(activeChild, {
       type: 'run.interrupt',
       message: 'interrupted by a newer run',
       cause: 'interrupt',
     }),
-    clearInterrupting: base.assign({ interruptingRunId: undefined }),
+    /** The grace is spent: the runs that waited for it wait like any other now. */
+    clearInterrupting: base.assign({ interruptingRunIds: [] }),
+    /** A run that ended no longer waits for the active run (its interrupt is withdrawn). */
+    forgetInterrupting: base.assign({
+      interruptingRunIds: ({ context, event }) => {
+        const runId = context.children.runOf(endedChildId(event));
+        return context.interruptingRunIds.filter((id) => id !== runId);
+      },
+    }),
     /** The `interrupt` strategy's grace is over: the active run is cancelled. */
     cancelActiveAfterGrace: base.sendTo(
       activeChild,
@@ -285,7 +304,7 @@ export const sessionMachine = sessionSetup.createMachine({
     children: new ChildIds(),
     activeRunId: undefined,
     graceMs: 0,
-    interruptingRunId: undefined,
+    interruptingRunIds: [],
   }),
   on: {
     'session.prepare': { guard: 'hasRoom', actions: ['spawnRun', 'countRunSpawned'] },
@@ -399,7 +418,7 @@ export const sessionMachine = sessionSetup.createMachine({
         },
         interrupting: {
           after: {
-            grace: { target: 'running', actions: 'cancelActiveAfterGrace' },
+            grace: { target: 'running', actions: ['cancelActiveAfterGrace', 'clearInterrupting'] },
           },
           on: {
             'session.start': [
@@ -414,17 +433,30 @@ export const sessionMachine = sessionSetup.createMachine({
               },
               { actions: ['addStartedToQueue', 'tellQueued'] },
             ],
-            // The newer run ended while waiting: nothing asks for the active run's end.
-            'xstate.done.actor.*': {
-              guard: 'isInterruptingRun',
-              target: 'running',
-              actions: ['forgetRun', 'stopEndedRun', 'clearInterrupting'],
-            },
-            'xstate.error.actor.*': {
-              guard: 'isInterruptingRun',
-              target: 'running',
-              actions: ['reportError', 'forgetRun', 'stopEndedRun', 'clearInterrupting'],
-            },
+            // The last newer run that waited ended: nothing asks for the active run's end.
+            // (Another one still waiting keeps the grace going.)
+            'xstate.done.actor.*': [
+              {
+                guard: 'isLastInterruptingRun',
+                target: 'running',
+                actions: ['forgetInterrupting', 'forgetRun', 'stopEndedRun'],
+              },
+              {
+                guard: 'isInterruptingRunEnded',
+                actions: ['forgetInterrupting', 'forgetRun', 'stopEndedRun'],
+              },
+            ],
+            'xstate.error.actor.*': [
+              {
+                guard: 'isLastInterruptingRun',
+                target: 'running',
+                actions: ['reportError', 'forgetInterrupting', 'forgetRun', 'stopEndedRun'],
+              },
+              {
+                guard: 'isInterruptingRunEnded',
+                actions: ['reportError', 'forgetInterrupting', 'forgetRun', 'stopEndedRun'],
+              },
+            ],
           },
         },
       },

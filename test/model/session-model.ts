@@ -250,7 +250,7 @@ export const serializeSessionState = (snapshot: SessionSnapshot): string =>
     snapshot.value,
     snapshot.context.activeRunId,
     snapshot.context.queue.toArray(),
-    snapshot.context.interruptingRunId,
+    [...snapshot.context.interruptingRunIds].sort(),
     snapshot.context.runCount,
     childrenOf(snapshot),
   ]);

@@ -272,6 +272,8 @@ function optionsFor({ gate, maxQueuedRuns }: Setting, names: readonly string[]) 
     input: { ownerId, sessionId, maxQueuedRuns },
     describeState: describeSessionState,
     describeEvent: describeSessionEvent,
+    // Several interrupting runs may wait at once (a set of them is part of the state).
+    limit: 40_000,
   };
 }
 

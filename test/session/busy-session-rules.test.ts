@@ -130,3 +130,38 @@ describe('the busy-session rule, one table', () => {
     });
   }
 });
+
+describe('interrupt strategies that pile up', () => {
+  it('cancelling the second interrupting run keeps the first one’s grace: the active run is still cancelled', async () => {
+    const clock = createTestClock();
+    const runtime = createRuntime({ clock });
+    // `a` ignores interrupts; only the grace cancel ends it.
+    const agent = createScriptedAgent<string>();
+    const key = { ownerId: 'alice', sessionId: 's' };
+    const start = (name: string, strategy: SessionStrategy) => {
+      const run = runtime.prepare({
+        ...key,
+        agent,
+        input: name,
+        strategy,
+        graceMs: 100,
+        runId: name,
+      });
+      run.start();
+      return run;
+    };
+    const a = start('a', 'enqueue');
+    await clock.flush();
+    const b = start('b', 'interrupt');
+    const c = start('c', 'interrupt');
+    expect(runtime.session('alice', 's').queuedRunIds).toEqual(['c', 'b']);
+    c.cancel();
+    await clock.flush();
+    await clock.advance(100); // b's grace
+    expect(await a.termination).toMatchObject({ status: 'CANCELLED', cause: 'cancel' });
+    await clock.flush();
+    expect(b.status).toBe('RUNNING');
+    agent.complete('b', 'b done');
+    expect(await b.result()).toBe('b done');
+  });
+});
