@@ -154,7 +154,7 @@ function toChildEnd(snapshot: SessionSnapshot, event: SessionModelEvent): Sessio
   const childId = runId === undefined ? undefined : snapshot.context.children.childOf(runId);
   if (runId === undefined || childId === undefined) return event;
   const { output } = event as { output: unknown };
-  return { type: `xstate.done.actor.${childId}`, actorId: childId, output } as SessionModelEvent;
+  return { type: `xstate.done.actor.${childId}`, actorId: childId, output };
 }
 
 function reactingModel(
