@@ -204,8 +204,6 @@ const base = setup({
       context.limits.timeoutMs !== undefined,
     notYetInterrupted: ({ context }) => !context.interruptRequested,
     hasNestedRoom: ({ context }) => (context.nested?.size ?? 0) < context.limits.maxNestedRuns,
-    /** The session admitted the run as it started (so QUEUED is only passed). */
-    wasAdmitted: ({ context }) => context.verdict === 'admitted',
     noNestedRuns: ({ context }) => (context.nested?.size ?? 0) === 0,
     /** Placeholder: whether an `agent.error` is a cancellation (the runtime provides it). */
     isCancellationError: () => false,
@@ -219,7 +217,7 @@ const base = setup({
  * Logs the status change into `to`, reading the status the run leaves: it comes before the
  * entry's assign. The error of a FAILED run comes from its event (not yet in context).
  */
-const logStatus = (to: RunStatus) => ({
+const logStatus = (to: RunStatus, from?: RunStatus) => ({
   type: 'logStatus' as const,
   params: ({
     context,
@@ -228,7 +226,7 @@ const logStatus = (to: RunStatus) => ({
     context: RunMachineContext;
     event: { type: string };
   }): StatusChange => ({
-    from: context.status,
+    from: from ?? context.status,
     to,
     error: event.type === 'agent.error' ? (event as { error?: unknown }).error : undefined,
   }),
@@ -349,12 +347,14 @@ export const runMachine = runSetup.createMachine({
           // A zero budget is spent before the run could ever be admitted.
           { guard: 'hasNoBudget', target: 'CANCELLED.draining', actions: 'recordTimeout' },
           { guard: 'isRejected', target: 'CANCELLED.draining', actions: 'recordRejection' },
+          // Started into a session with a free slot: admitted in the same step. It is logged as
+          // passing QUEUED (`session.run_queued`), without a step of its own there.
           {
             guard: 'isAdmittedWithDeadline',
-            target: 'QUEUED',
-            actions: ['recordDeadline', 'armDeadline'],
+            target: 'RUNNING',
+            actions: ['recordDeadline', 'armDeadline', logStatus('QUEUED')],
           },
-          { guard: 'isAdmitted', target: 'QUEUED' },
+          { guard: 'isAdmitted', target: 'RUNNING', actions: logStatus('QUEUED') },
           { guard: 'hasDeadline', target: 'QUEUED', actions: ['recordDeadline', 'armDeadline'] },
           { target: 'QUEUED' },
         ],
@@ -364,8 +364,6 @@ export const runMachine = runSetup.createMachine({
     },
     QUEUED: {
       entry: [logStatus('QUEUED'), 'enterQueued'],
-      // Started into a session with a free slot: admitted in the same macrostep.
-      always: { guard: 'wasAdmitted', target: 'RUNNING' },
       on: {
         'run.admit': { target: 'RUNNING' },
         'run.cancel': { target: 'CANCELLED.draining', actions: 'recordCancel' },
@@ -376,7 +374,8 @@ export const runMachine = runSetup.createMachine({
     RUNNING: {
       initial: 'working',
       entry: [
-        logStatus('RUNNING'),
+        // Entered from QUEUED, or from CREATED by an admission logged as passing QUEUED.
+        logStatus('RUNNING', 'QUEUED'),
         'enterRunning',
         { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
@@ -386,8 +385,23 @@ export const runMachine = runSetup.createMachine({
           actions: ['recordInterrupt', 'signalInterrupt'],
         },
         'run.spawn': { guard: 'hasNestedRoom', actions: ['recordNestedRun', 'spawnNestedRun'] },
-        'agent.done': { target: 'COMPLETED' },
-        'agent.error': { target: 'FAILED' },
+        // With no nested run to wait for, the run settles in the same step.
+        'agent.done': [
+          {
+            guard: 'noNestedRuns',
+            target: 'settled',
+            actions: [logStatus('COMPLETED'), 'enterCompleted'],
+          },
+          { target: 'COMPLETED' },
+        ],
+        'agent.error': [
+          {
+            guard: 'noNestedRuns',
+            target: 'settled',
+            actions: [logStatus('FAILED'), 'enterFailed'],
+          },
+          { target: 'FAILED' },
+        ],
         'run.deadline': {
           target: 'CANCELLED.unwinding',
           actions: [

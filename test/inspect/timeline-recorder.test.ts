@@ -39,7 +39,8 @@ describe('createTimelineRecorder', () => {
     expect(pathOf(all, 'alice/chat-1')).toEqual([
       [0, null, 'idle', 'xstate.init', null],
       [10, 'idle', 'active.running', 'session.start', null],
-      [210, 'active.running', 'idle', 'xstate.done.actor.r1', null],
+      // The run's child actor id (recycled per session), not its run id: machines/child-ids.ts.
+      [210, 'active.running', 'idle', 'xstate.done.actor.c0', null],
     ]);
     expect(all.filter((t) => t.actor === 'run').every((t) => t.parentId === 'alice/chat-1')).toBe(
       true,

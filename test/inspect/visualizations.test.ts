@@ -112,7 +112,15 @@ describe('toMermaidStateDiagram', () => {
 
   it('draws the run machine with its cross-level edges', () => {
     const diagram = toMermaidStateDiagram(runMachine);
-    expect(diagram).toContain('  QUEUED --> RUNNING : run.admit<br/>always [wasAdmitted]\n');
+    expect(diagram).toContain('  QUEUED --> RUNNING : run.admit\n');
+    // Admitted as it starts: logged as passing QUEUED, without a step there.
+    expect(diagram).toContain(
+      '  CREATED --> RUNNING : run.start [isAdmittedWithDeadline]<br/>run.start [isAdmitted]\n',
+    );
+    // With no nested run to wait for, a run settles in the step its agent returns.
+    expect(diagram).toContain(
+      '  RUNNING --> settled : agent.done [noNestedRuns]<br/>agent.error [noNestedRuns]\n',
+    );
     expect(diagram).toContain(
       '    RUNNING_working --> RUNNING_cancelling : run.cancel [movesDeadlineEarlier]<br/>run.cancel\n',
     );
