@@ -102,9 +102,9 @@ export interface Service {
 }
 
 /** How long an `Idempotency-Key` and its first answer are kept, in ms (24 h). */
-export const idempotencyKeyTtlMs = 24 * 3_600_000;
+const idempotencyKeyTtlMs = 24 * 3_600_000;
 /** How long a key claimed by a request of another (or a dead) process stays claimed, in ms. */
-export const idempotencyLockMs = 30_000;
+const idempotencyLockMs = 30_000;
 
 /** `Retry-After` of a 503 `shutting_down`, in seconds. */
 const shutdownRetryAfterSeconds = 5;

@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { Context } from 'hono';
 import type { SessionRecord } from '../stores/session-records.js';
 import type { StreamLease } from './middleware/stream-quota.js';
 
@@ -24,6 +23,3 @@ export interface ServiceVariables {
 export interface ServiceEnv {
   Variables: ServiceVariables;
 }
-
-/** A request's context in the service. */
-export type ServiceContext = Context<ServiceEnv>;

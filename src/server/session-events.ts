@@ -144,7 +144,7 @@ interface BatchPosition {
  * @returns its {@link EventResult}
  * @throws as {@link applySessionEvents}
  */
-export function applySessionEvent(
+function applySessionEvent(
   context: SessionEventsContext,
   session: SessionRecord,
   event: UserEvent,

@@ -62,13 +62,13 @@ export function formatErrorFrame(code: string, message: string): string {
 }
 
 /** The default byte budget of one SSE stream's unread frames: 256 KiB. */
-export const defaultStreamBufferBytes = 256 * 1024;
+const defaultStreamBufferBytes = 256 * 1024;
 
 /**
  * The comment that ends a stream whose reader fell behind its byte budget; the reader resumes
  * with `Last-Event-ID` (an `EventSource` does so by itself).
  */
-export const behindFrame = ': behind; reconnect with Last-Event-ID\n\n';
+const behindFrame = ': behind; reconnect with Last-Event-ID\n\n';
 
 /** Options of {@link createEventStream}. */
 export interface EventStreamOptions {

@@ -46,8 +46,8 @@ export const GRACE_MS = 100;
 export const UNWIND_MS = 1_000_000;
 export const MAX_QUEUED_RUNS = 32;
 export const runNames = ['a', 'b', 'c'] as const;
-export const strategies: readonly SessionStrategy[] = ['enqueue', 'reject', 'interrupt', 'preempt'];
-export const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
+const strategies: readonly SessionStrategy[] = ['enqueue', 'reject', 'interrupt', 'preempt'];
+const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
 
 /** The run input of a model "start x": the strategy its `start()` uses rides along. */
 export interface ModelRunInput extends RunMachineInput {
@@ -113,7 +113,7 @@ const copySnapshot = (snapshot: SessionSnapshot): SessionSnapshot => ({
 });
 
 /** The session machine with inert runs, the plain-function queue actions as assigns, the gate. */
-export function sessionModelMachine(gate: Gate) {
+function sessionModelMachine(gate: Gate) {
   return sessionMachine.provide({
     actors: { run: fromCallback(() => undefined) as never },
     guards: { slotFree: () => gate === 'free' },

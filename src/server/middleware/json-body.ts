@@ -8,7 +8,7 @@ import type { MiddlewareHandler } from 'hono';
 import { HttpError } from '../http-error.js';
 
 /** `application/json` or a `+json` type such as `application/merge-patch+json`, any parameters. */
-export const isJsonMediaType = (contentType: string): boolean => {
+const isJsonMediaType = (contentType: string): boolean => {
   const essence = contentType.split(';', 1)[0]?.trim().toLowerCase() ?? '';
   return essence === 'application/json' || /^application\/[\w.+-]+\+json$/.test(essence);
 };

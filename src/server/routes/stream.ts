@@ -32,7 +32,7 @@ export interface StreamRoutesOptions {
 }
 
 /** The SSE response headers of the service. */
-export const sseHeaders = {
+const sseHeaders = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',

@@ -43,10 +43,10 @@ export interface SqliteEventLogOptions {
 }
 
 /** What one tail event counts beyond its payload's JSON length, in bytes (ids, fields). */
-export const tailEventOverheadBytes = 200;
+const tailEventOverheadBytes = 200;
 
 /** The default byte budget of the in-memory tail of one log: 8 MiB. */
-export const defaultTailBytes = 8 * 1024 * 1024;
+const defaultTailBytes = 8 * 1024 * 1024;
 
 /** An {@link EventLog} on SQLite; `close()` closes the database it opened. */
 export interface SqliteEventLog extends EventLog {
