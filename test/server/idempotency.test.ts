@@ -139,8 +139,24 @@ describe('idempotent retries on a socket, on SQLite', () => {
     const accepted = await post(s.url, path, 'reject-1', rejecting);
     expect([accepted.status, accepted.replayed]).toEqual([200, false]);
     const secondRun = (accepted.body.results as Array<{ run_id: string }>)[0]?.run_id ?? '';
+
+    // A 4xx that refused an event after the batch applied earlier ones is kept: its retry
+    // replays it and applies nothing twice (the hint is logged once).
+    const partly =
+      '{"events":[{"type":"user.supplement","payload":{"text":"ONCE-ONLY"}},' +
+      '{"type":"user.message","payload":{"text":"r2","strategy":"reject"}}]}';
+    const refused = await post(s.url, path, 'partly-1', partly);
+    expect([refused.status, refused.replayed]).toEqual([409, false]);
+    expect(refused.body.results).toHaveLength(1);
     gate.complete(secondRun, 'done');
     await s.runtime.runs.find('alice', id, secondRun)?.termination;
+    await s.runtime.session('alice', id).onIdle();
+    const retried = await post(s.url, path, 'partly-1', partly);
+    expect([retried.status, retried.replayed, retried.body]).toEqual([409, true, refused.body]);
+    const hints = (await s.runtime.eventLog.read({}, { ownerId: 'alice', sessionId: id })).filter(
+      (event) => event.type === 'user.supplement',
+    );
+    expect(hints).toHaveLength(1);
 
     // After a restart the key is still there: the retry replays, nothing is applied.
     await s.shutdown({ graceMs: 0 });

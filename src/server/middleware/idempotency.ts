@@ -82,8 +82,10 @@ export function requestFingerprint(method: string, path: string, body: unknown):
  * @remarks
  * - A key is the caller's own (`ownerId`) and names one request: its method, path and
  *   JSON-equal body (key order and spacing aside). The first answer that applied something
- *   (2xx) is kept for `ttlMs` and replayed, with `Idempotent-Replayed: true`, to every retry;
- *   an answer that applied nothing (4xx) or failed is not kept, so a retry applies afresh.
+ *   is kept for `ttlMs` and replayed, with `Idempotent-Replayed: true`, to every retry: a 2xx,
+ *   or a 4xx refusing an event after earlier events of the batch were applied (its body's
+ *   `results` lists them). An answer that applied nothing, or failed, is not kept, so a retry
+ *   applies afresh.
  * - A retry racing the first request in this process waits for it, then replays its answer.
  *   A key claimed by a request that is not in this process (one that died with its process)
  *   is 409 `idempotency_key_in_progress` with `Retry-After` until `lockMs` after its claim,
@@ -155,8 +157,9 @@ export function idempotency(
     try {
       await next();
       const { status } = c.res;
-      if (c.error === undefined && status >= 200 && status < 300) {
-        store.complete(ownerId, key, { status, body: await c.res.clone().text() });
+      const body = await c.res.clone().text();
+      if (appliedSomething(status, c.error === undefined, body)) {
+        store.complete(ownerId, key, { status, body });
       } else {
         store.release(ownerId, key);
       }
@@ -165,4 +168,19 @@ export function idempotency(
       settle();
     }
   };
+}
+
+/**
+ * Whether an answer applied something: a 2xx, or a 4xx whose body lists the events of its batch
+ * that were applied before the refused one (`results`, non-empty).
+ */
+function appliedSomething(status: number, handled: boolean, body: string): boolean {
+  if (status >= 200 && status < 300) return handled;
+  if (status < 400 || status >= 500) return false;
+  try {
+    const parsed = JSON.parse(body) as { results?: unknown };
+    return Array.isArray(parsed.results) && parsed.results.length > 0;
+  } catch {
+    return false;
+  }
 }
