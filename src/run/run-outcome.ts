@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { CancelCause } from '../../machines/cancel-request.js';
+import type { RunMachineOutput } from '../../machines/run.types.js';
 
 /**
  * The settled outcome of a run, resolved by `run.termination`.
@@ -13,14 +13,7 @@ import type { CancelCause } from '../../machines/cancel-request.js';
  */
 export type RunOutcome<TOutput = unknown> =
   | { readonly status: 'COMPLETED'; readonly output: TOutput; readonly interrupted: boolean }
-  | { readonly status: 'FAILED'; readonly error: unknown }
-  | {
-      readonly status: 'CANCELLED';
-      readonly cause: CancelCause;
-      readonly reason: string | undefined;
-      readonly escalated: boolean;
-      readonly unsettled: boolean;
-    };
+  | Exclude<RunMachineOutput, { readonly status: 'COMPLETED' }>;
 
 /** What a cancel request ended as: landed, landed by escalation, or found the run ended. */
 export type CancelOutcome = 'cancelled' | 'escalated' | 'ended';
