@@ -38,6 +38,15 @@ export function createTestRuntime(options: RuntimeOptions = {}) {
   return { runtime, clock, reported };
 }
 
+/** An agent that runs until its run's signal fires (even one that fired before it started). */
+export const waitForCancel: Agent<unknown, string> = {
+  execute: (_input, ctx) =>
+    new Promise((resolve) => {
+      if (ctx.signal.aborted) resolve('stopped');
+      ctx.signal.addEventListener('abort', () => resolve('stopped'));
+    }),
+};
+
 /**
  * An agent whose every execution waits for the test to release it.
  *

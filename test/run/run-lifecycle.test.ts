@@ -6,7 +6,7 @@ import {
   type AgentRun,
   type RunplaneEvent,
 } from '../../src/index.js';
-import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
+import { createTestRuntime, gatedAgent, tick, waitForCancel } from '../helpers.js';
 
 const owner = { ownerId: 'alice', sessionId: 's1' };
 
@@ -485,16 +485,7 @@ describe('an agent that throws anything', () => {
       input: null,
       agent: {
         async execute(_input, ctx) {
-          nested = ctx.spawn(
-            {
-              execute: (_i, nestedCtx) =>
-                new Promise((resolve) => {
-                  if (nestedCtx.signal.aborted) resolve('stopped');
-                  nestedCtx.signal.addEventListener('abort', () => resolve('stopped'));
-                }),
-            },
-            null,
-          );
+          nested = ctx.spawn(waitForCancel, null);
           throw thrown;
         },
       },

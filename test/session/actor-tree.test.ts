@@ -7,6 +7,7 @@ import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { createRuntime, type Agent } from '../../src/index.js';
 import { createTestClock } from '../../src/testing/index.js';
+import { waitForCancel } from '../helpers.js';
 
 interface Node {
   readonly machine: string | undefined;
@@ -28,15 +29,6 @@ const describeActor = (ref: AnyActorRef): Node => {
       context?.ownerId === undefined ? undefined : `${context.ownerId}/${context.sessionId}`,
     parent: (ref as { _parent?: AnyActorRef })._parent,
   };
-};
-
-/** Runs until its run's signal fires (even if it fired before the agent started). */
-const waitForCancel: Agent<null, string> = {
-  execute: (_input, ctx) =>
-    new Promise((resolve) => {
-      if (ctx.signal.aborted) resolve('stopped');
-      ctx.signal.addEventListener('abort', () => resolve('stopped'));
-    }),
 };
 
 describe('the actor tree', () => {
