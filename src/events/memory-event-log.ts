@@ -55,11 +55,21 @@ export interface MemoryEventLogOptions {
 }
 
 interface SessionLog {
+  readonly key: string;
   events: RunplaneEvent[];
   /** runId → seq of its latest retained event: `hasRun` in O(1). */
   runs: Map<string, number>;
   lastSeq: number;
   waiters: Set<() => void>;
+  /** Neighbours in the write order (least recently written first): an LRU list in O(1). */
+  older: SessionLog | undefined;
+  newer: SessionLog | undefined;
+}
+
+/** A run whose events were all dropped: its session key + run id, and its last event's `at`. */
+interface DroppedRun {
+  readonly key: string;
+  readonly at: number;
 }
 
 const keyOf = toSessionKeyString;
@@ -110,57 +120,105 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
   }
   // Trimming is amortized: up to a quarter over the cap, then back down to it in one splice.
   const trimAt = cap + Math.max(1, Math.ceil(cap / 4));
-  /** Sessions with retained events or followers, least recently written first. */
+  // Retention walks the oldest entries often. A Map is never walked from its front here: after
+  // many deletes there, V8 steps over every deleted slot until the next rehash, which made each
+  // append cost up to a few dozen microseconds with 100,000 dropped run ids.
+  /** Sessions with retained events or followers, by key. */
   const logs = new Map<string, SessionLog>();
+  /** The same sessions in write order: `oldest` … `newest`. */
+  let oldest: SessionLog | undefined;
+  let newest: SessionLog | undefined;
   /** The last `seq` of sessions whose events were all dropped (tombstones). */
   const lastSeqs = new Map<string, number>();
-  /** Session key + run id → `at` of the run's last event, for runs whose events were dropped. */
-  const droppedRuns = new Map<string, number>();
-  /** The session key last appended to: it is at the end of `logs` already. */
-  let lastKey: string | undefined;
+  /** Session key + run id → the latest drop of a run whose events were all dropped. */
+  const droppedRuns = new Map<string, DroppedRun>();
+  /** The same drops in order (a run dropped again appears twice; the Map holds its latest). */
+  const dropOrder: DroppedRun[] = [];
+  let dropHead = 0;
   let total = 0;
   /** The latest `at` logged: the log's clock for `runIdRetentionMs`. */
   let now = Number.NEGATIVE_INFINITY;
   const nextEventId = createIdSequence();
 
+  const unlink = (log: SessionLog) => {
+    if (log.older === undefined) oldest = log.newer;
+    else log.older.newer = log.newer;
+    if (log.newer === undefined) newest = log.older;
+    else log.newer.older = log.older;
+    log.older = undefined;
+    log.newer = undefined;
+  };
+
+  const linkNewest = (log: SessionLog) => {
+    log.older = newest;
+    if (newest === undefined) oldest = log;
+    else newest.newer = log;
+    newest = log;
+  };
+
   const logOf = (k: string): SessionLog => {
     let log = logs.get(k);
     if (log === undefined) {
-      log = { events: [], runs: new Map(), lastSeq: lastSeqs.get(k) ?? 0, waiters: new Set() };
+      log = {
+        key: k,
+        events: [],
+        runs: new Map(),
+        lastSeq: lastSeqs.get(k) ?? 0,
+        waiters: new Set(),
+        older: undefined,
+        newer: undefined,
+      };
       lastSeqs.delete(k);
       logs.set(k, log);
-      lastKey = undefined;
+      linkNewest(log);
     }
     return log;
   };
 
   /** Drops the `count` oldest events of a session, keeping the ids of runs that lost them all. */
-  const dropOldest = (k: string, log: SessionLog, count: number) => {
+  const dropOldest = (log: SessionLog, count: number) => {
     const dropped = log.events.splice(0, count);
     total -= dropped.length;
     for (const event of dropped) {
       if (event.runId === undefined || log.runs.get(event.runId) !== event.seq) continue;
       log.runs.delete(event.runId);
-      if (maxRunIds > 0) droppedRuns.set(k + event.runId, event.at);
+      if (maxRunIds > 0) {
+        const key = log.key + event.runId;
+        const drop: DroppedRun = { key, at: event.at };
+        droppedRuns.set(key, drop);
+        dropOrder.push(drop);
+      }
     }
   };
 
   /** Drops whole sessions, least recently written first, until `maxEvents` holds again. */
-  const dropSessions = (current: string, currentLog: SessionLog) => {
-    for (const [k, log] of logs) {
-      if (total <= maxEvents) return;
-      if (k === current || log.waiters.size > 0) continue;
-      dropOldest(k, log, log.events.length);
-      logs.delete(k);
-      if (log.lastSeq > 0) lastSeqs.set(k, log.lastSeq);
+  const dropSessions = (currentLog: SessionLog) => {
+    let log = oldest;
+    while (log !== undefined && total > maxEvents) {
+      const next = log.newer;
+      if (log !== currentLog && log.waiters.size === 0) {
+        dropOldest(log, log.events.length);
+        logs.delete(log.key);
+        unlink(log);
+        if (log.lastSeq > 0) lastSeqs.set(log.key, log.lastSeq);
+      }
+      log = next;
     }
-    if (total > maxEvents) dropOldest(current, currentLog, total - maxEvents);
+    if (total > maxEvents) dropOldest(currentLog, total - maxEvents);
   };
 
+  /** Forgets dropped run ids past `maxRunIds` or `runIdRetentionMs`, earliest dropped first. */
   const forgetRunIds = () => {
-    for (const [id, at] of droppedRuns) {
-      if (droppedRuns.size <= maxRunIds && now - at < runIdRetentionMs) return;
-      droppedRuns.delete(id);
+    while (dropHead < dropOrder.length) {
+      const entry = dropOrder[dropHead]!;
+      if (droppedRuns.size <= maxRunIds && now - entry.at < runIdRetentionMs) break;
+      dropHead++;
+      // Only the run's latest drop forgets it.
+      if (droppedRuns.get(entry.key) === entry) droppedRuns.delete(entry.key);
+    }
+    if (dropHead > 1_024 && dropHead * 2 > dropOrder.length) {
+      dropOrder.splice(0, dropHead);
+      dropHead = 0;
     }
   };
 
@@ -192,13 +250,11 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
 
   return {
     append(_ctx: StoreContext, key: SessionKey, event: NewEvent): RunplaneEvent {
-      const k = keyOf(key);
-      const log = logOf(k);
-      if (k !== lastKey) {
+      const log = logOf(keyOf(key));
+      if (log !== newest) {
         // Move to the most recently written end.
-        logs.delete(k);
-        logs.set(k, log);
-        lastKey = k;
+        unlink(log);
+        linkNewest(log);
       }
       const stored: RunplaneEvent = {
         seq: ++log.lastSeq,
@@ -213,9 +269,9 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
       total++;
       if (stored.at > now) now = stored.at;
       if (stored.runId !== undefined) log.runs.set(stored.runId, stored.seq);
-      if (log.events.length >= trimAt) dropOldest(k, log, log.events.length - cap);
-      if (total > maxEvents) dropSessions(k, log);
-      if (droppedRuns.size > 0) forgetRunIds();
+      if (log.events.length >= trimAt) dropOldest(log, log.events.length - cap);
+      if (total > maxEvents) dropSessions(log);
+      if (dropHead < dropOrder.length) forgetRunIds();
       if (log.waiters.size > 0) {
         const waiters = [...log.waiters];
         log.waiters.clear();
