@@ -53,10 +53,11 @@ export interface SessionMachineContext {
   readonly ownerId: string;
   readonly sessionId: string;
   readonly maxQueuedRuns: number;
-  /** Children: runs spawned and not yet settled. */
-  readonly runCount: number;
   readonly queue: RunQueue;
-  /** The runs' child actor ids (recycled; see {@link ChildIds}), mutated in place. */
+  /**
+   * The runs' child actor ids (recycled; see {@link ChildIds}), mutated in place: one per run
+   * spawned and not yet settled, so `children.size` is the count the cap bounds.
+   */
   readonly children: ChildIds;
   readonly activeRunId: string | undefined;
   /** Grace of the pending `interrupt` strategy, in ms. */
@@ -142,7 +143,7 @@ const base = setup({
   guards: {
     /** Placeholder: whether the runtime has a run slot free right now (a pure query). */
     slotFree: () => true,
-    hasRoom: ({ context }) => context.runCount < context.maxQueuedRuns,
+    hasRoom: ({ context }) => context.children.size < context.maxQueuedRuns,
     queueEmpty: ({ context }) => context.queue.size === 0,
     /** The run that ended is the only one waiting (it leaves, the line is then empty). */
     isLastQueued: ({ context, event }) =>
@@ -185,23 +186,19 @@ const sessionSetup = base.extend({
         input: event.run,
       });
     }),
-    countRunSpawned: base.assign({ runCount: ({ context }) => context.runCount + 1 }),
-    /** The run's end: it leaves the queue wherever it stood, and its actor is stopped. */
-    forgetRun: base.assign({
-      runCount: ({ context, event }) => {
-        const runId = context.children.release(endedChildId(event));
-        if (runId !== undefined) context.queue.delete(runId);
-        return context.runCount - 1;
-      },
+    /**
+     * The run's end: it leaves the queue wherever it stood (its actor is stopped next). An assign
+     * that changes nothing but the mutable tables, so a pure `transition()` applies it too.
+     */
+    forgetRun: base.assign(({ context, event }) => {
+      const runId = context.children.release(endedChildId(event));
+      if (runId !== undefined) context.queue.delete(runId);
+      return {};
     }),
     /** The active run's end: the slot is free, the run forgotten (one step of context). */
     forgetActiveRun: base.assign(({ context, event }) => {
       context.children.release(endedChildId(event));
-      return {
-        activeRunId: undefined,
-        interruptingRunIds: [],
-        runCount: context.runCount - 1,
-      };
+      return { activeRunId: undefined, interruptingRunIds: [] };
     }),
     stopEndedRun: base.stopChild(({ event }) => endedChildId(event)),
     reportError: base.enqueueActions(({ context, event, enqueue }) => {
@@ -299,7 +296,6 @@ export const sessionMachine = sessionSetup.createMachine({
     ownerId: input.ownerId,
     sessionId: input.sessionId,
     maxQueuedRuns: input.maxQueuedRuns,
-    runCount: 0,
     queue: new RunQueue(),
     children: new ChildIds(),
     activeRunId: undefined,
@@ -307,7 +303,7 @@ export const sessionMachine = sessionSetup.createMachine({
     interruptingRunIds: [],
   }),
   on: {
-    'session.prepare': { guard: 'hasRoom', actions: ['spawnRun', 'countRunSpawned'] },
+    'session.prepare': { guard: 'hasRoom', actions: 'spawnRun' },
     // A run that never became active (prepared, or queued) ended: it just leaves.
     'xstate.done.actor.*': { actions: ['forgetRun', 'stopEndedRun'] },
     'xstate.error.actor.*': { actions: ['reportError', 'forgetRun', 'stopEndedRun'] },

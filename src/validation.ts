@@ -31,9 +31,18 @@ export const durationMs = z
 /**
  * Parses `value` with `schema`, throwing {@link InvalidArgumentError} for the first issue.
  *
+ * @param isValid - optional fast path for the hot calls (`prepare`, `cancel`): a hand-written
+ *   check that accepts only what `schema` accepts (a test holds it to that), so valid input skips
+ *   zod and returns `value` itself; anything it refuses goes through zod for the message
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming the field
  */
-export function parseOptions<T>(schema: z.ZodType<T>, value: unknown, name: string): T {
+export function parseOptions<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  name: string,
+  isValid?: (value: unknown) => value is T,
+): T {
+  if (isValid?.(value) === true) return value;
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issue = result.error.issues[0];
@@ -58,6 +67,25 @@ export function parseOptions<T>(schema: z.ZodType<T>, value: unknown, name: stri
 }
 
 /** A value that has every one of `methods` as a function (a store, a clock…). */
+/** @internal Whether `value` is a string of at least one character (as {@link nonEmptyString}). */
+export const isNonEmptyString = (value: unknown): value is string =>
+  typeof value === 'string' && value.length > 0;
+
+/** @internal Whether `value` is absent or a valid {@link durationMs}. */
+export const isOptionalDurationMs = (value: unknown): value is number | undefined =>
+  value === undefined || (typeof value === 'number' && Number.isFinite(value) && value >= 0);
+
+/**
+ * @internal Whether `value` is an object (not an array) whose enumerable keys, inherited ones
+ * included, are all in `allowed`: the checks of a `z.strictObject` before its fields.
+ */
+export function isStrictObjectOf(value: unknown, allowed: ReadonlySet<string>): value is object {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  // for…in, as zod walks the keys: inherited enumerable keys are unknown keys too.
+  for (const key in value) if (!allowed.has(key)) return false;
+  return true;
+}
+
 export function withMethods<T>(methods: readonly string[], description: string) {
   return z.custom<T>(
     (value) =>

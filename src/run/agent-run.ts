@@ -10,7 +10,7 @@ import { terminalRunStatuses, type RunStatus } from '../../machines/run.types.js
 import { z } from 'zod';
 import { RunAlreadyStartedError, RunCancelledError, SessionBusyError } from '../errors.js';
 import type { RunplaneEvent } from '../events/event-log.js';
-import { durationMs, parseOptions } from '../validation.js';
+import { durationMs, isOptionalDurationMs, isStrictObjectOf, parseOptions } from '../validation.js';
 import type { RunExecutor } from './run-executor.js';
 import type { CancelResult, RunOutcome } from './run-outcome.js';
 
@@ -39,6 +39,23 @@ const cancelOptionsSchema = z.strictObject({
   recursive: z.boolean({ error: 'a boolean' }).optional(),
   reason: z.string({ error: 'a string' }).optional(),
 });
+
+const cancelKeys: ReadonlySet<string> = new Set(Object.keys(cancelOptionsSchema.shape));
+
+/** The fast path of `cancelOptionsSchema`: accepts only what it accepts (see `parseOptions`). */
+const isValidCancel = (value: unknown): value is z.infer<typeof cancelOptionsSchema> => {
+  if (!isStrictObjectOf(value, cancelKeys)) return false;
+  const { mode, timeoutMs, recursive, reason } = value as Record<string, unknown>;
+  return (
+    (mode === undefined || isCancelMode(mode)) &&
+    isOptionalDurationMs(timeoutMs) &&
+    (recursive === undefined || typeof recursive === 'boolean') &&
+    (reason === undefined || typeof reason === 'string')
+  );
+};
+
+/** @internal The cancel options' schema and its fast path, for the test that holds them equal. */
+export const cancelFastPath = { schema: cancelOptionsSchema, isValid: isValidCancel };
 
 /** Why `events()` stops following the log (the reason of an internal signal, never thrown). */
 const followStopped = 'events() stopped following';
@@ -168,7 +185,7 @@ export class AgentRun<TOutput = unknown> {
       timeoutMs,
       recursive,
       reason,
-    } = parseOptions(cancelOptionsSchema, options, 'options');
+    } = parseOptions(cancelOptionsSchema, options, 'options', isValidCancel);
     return this.#run.cancelWith({
       mode,
       deadlineAt:

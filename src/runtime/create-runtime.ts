@@ -42,6 +42,7 @@ import { RunSlots } from './run-slots.js';
 import {
   approvalSchema,
   defaultMaxQueuedRuns,
+  isValidPrepare,
   prepareSchema,
   runtimeOptionsSchema,
   sessionKeySchema,
@@ -523,7 +524,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       return approvals.pendingIn({ ownerId, sessionId });
     },
     prepare<TInput, TOutput>(prepareOptions: PrepareOptions<TInput, TOutput>): AgentRun<TOutput> {
-      const parsed = parseOptions(prepareSchema, prepareOptions, 'options');
+      const parsed = parseOptions(prepareSchema, prepareOptions, 'options', isValidPrepare);
       if (shuttingDown()) throw new ShuttingDownError();
       const { ownerId, sessionId } = parsed;
       const runId = parsed.runId ?? createRunId();

@@ -63,7 +63,7 @@ export class SessionHost implements SlotWaiter {
   /** No active run, none queued and no child at all: the session may be evicted. */
   get idle(): boolean {
     const snapshot = this.actor.getSnapshot();
-    return snapshot.value === 'idle' && snapshot.context.runCount === 0;
+    return snapshot.value === 'idle' && snapshot.context.children.size === 0;
   }
 
   /** Resolves once the session has no active and no queued run. */

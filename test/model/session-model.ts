@@ -251,7 +251,6 @@ export const serializeSessionState = (snapshot: SessionSnapshot): string =>
     snapshot.context.activeRunId,
     snapshot.context.queue.toArray(),
     [...snapshot.context.interruptingRunIds].sort(),
-    snapshot.context.runCount,
     childrenOf(snapshot),
   ]);
 

@@ -181,9 +181,8 @@ function adapterFor({
         const run = event.run as ModelRunInput;
         // prepare() is refused exactly when the session is full; start() with `reject` exactly
         // when the session has work (active, or waiting for a slot).
-        const { runCount } = from.context;
         const verdict =
-          runCount >= maxQueuedRuns
+          from.context.children.size >= maxQueuedRuns
             ? 'full'
             : run.strategy === 'reject' && !from.matches('idle')
               ? 'busy'
@@ -317,7 +316,7 @@ function designHandles(snapshot: SessionSnapshot, event: SessionModelEvent): boo
   if (endedRun(event) !== undefined) return true;
   switch (event.type) {
     case 'session.prepare':
-      return snapshot.context.runCount < snapshot.context.maxQueuedRuns;
+      return snapshot.context.children.size < snapshot.context.maxQueuedRuns;
     case 'session.start':
       return true;
     case 'session.slot_granted':
