@@ -60,7 +60,7 @@ const optionsNear = (valid: Record<string, unknown>, keys: readonly string[]) =>
       }
       if (extra === null) return fields;
       if (!inherited) return { ...fields, [extra]: 1 };
-      const withParent: Record<string, unknown> = Object.create({ [extra]: 1 });
+      const withParent = Object.create({ [extra]: 1 }) as Record<string, unknown>;
       return Object.assign(withParent, fields);
     });
 
