@@ -236,9 +236,15 @@ export class RunExecutor implements RunContextHost {
       );
   }
 
-  /** `abortExecutor`: fires the run's AbortSignal. */
+  /**
+   * `abortExecutor`: fires the run's AbortSignal once the step that decided it is over. Its
+   * listeners are the agent's code: one that prepares, starts or spawns a run must find every
+   * actor idle, not in the middle of the step that cancelled it (which would queue that call
+   * behind the step and refuse it).
+   */
   abortExecutor(cause: CancelCause, reason: string | undefined): void {
-    this.#abort.abort(createAbortReason(this.id, cause, reason));
+    const abortReason = createAbortReason(this.id, cause, reason);
+    queueMicrotask(() => this.#abort.abort(abortReason));
   }
 
   /**
@@ -266,7 +272,8 @@ export class RunExecutor implements RunContextHost {
   /** The actor itself failed (a bug in an action): the run is FAILED and its agent aborted. */
   fail(error: unknown): void {
     if (this.#outcome !== undefined) return;
-    this.#abort.abort(error);
+    // After the step, as in `abortExecutor`.
+    queueMicrotask(() => this.#abort.abort(error));
     this.#resolveTerminal('FAILED');
     this.#finish({ status: 'FAILED', error });
   }

@@ -126,6 +126,7 @@ describe('createReActAgent: cancel', () => {
     await started.promise;
     run.cancel();
     expect(run.status).toBe('CANCELLED');
+    await Promise.resolve(); // the signal fires once the cancelling step is over
     expect(toolSignal?.aborted).toBe(true);
     await flush();
     expect(settled).toBe(false); // the agent still waits for its tool

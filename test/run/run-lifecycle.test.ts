@@ -120,6 +120,7 @@ describe('run lifecycle', () => {
     expect(gate.ctx(run.id).signal.aborted).toBe(false);
     clock.increment(1);
     expect(run.status).toBe('CANCELLED');
+    await tick(); // the signal fires once the step that cancelled the run is over
     expect(gate.ctx(run.id).signal.aborted).toBe(true);
     expect(await cancel.outcome).toBe('escalated');
     expect(await run.termination).toMatchObject({ status: 'CANCELLED', escalated: true });
@@ -137,6 +138,7 @@ describe('run lifecycle', () => {
     const second = run.cancel({ mode: CancelMode.Immediate });
     expect(second.contributed).toBe(true);
     expect(run.status).toBe('CANCELLED');
+    await tick(); // the signal fires once the step that cancelled the run is over
     expect(gate.ctx(run.id).signal.aborted).toBe(true);
     expect(await first.outcome).toBe('escalated');
     expect(await second.outcome).toBe('escalated');
@@ -183,6 +185,7 @@ describe('run lifecycle', () => {
     expect(nestedA?.parentRunId).toBe(a.id);
     a.cancel({ mode: CancelMode.Immediate, recursive: true });
     expect(nestedA?.status).toBe('CANCELLED');
+    await tick(); // the signal fires once the step that cancelled the run is over
     expect(child.ctx(nestedA?.id ?? '').signal.aborted).toBe(true);
     await a.termination;
 
@@ -257,6 +260,7 @@ describe('run lifecycle', () => {
     run.start();
     await gate.started(run.id);
     clock.increment(250);
+    await tick(); // the signal fires once the step that cancelled the run is over
     expect(gate.ctx(run.id).signal.aborted).toBe(true);
     await expect(run.result()).rejects.toMatchObject({ code: 'RUN_TIMEOUT' });
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelMode, SessionBusyError } from '../../src/index.js';
+import { CancelMode, SessionBusyError, type Agent } from '../../src/index.js';
 import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
 
 const owner = { ownerId: 'alice', sessionId: 's1' };
@@ -453,5 +453,57 @@ describe('session admission', () => {
     expect(runtime.session('alice', 's1').activeRunId).toBe(d.id);
     const cancel = d.cancel({ mode: CancelMode.Immediate });
     expect(await cancel.outcome).toBe('cancelled');
+  });
+});
+
+const echo: Agent<string, string> = { execute: (input) => Promise.resolve(input) };
+
+describe("an agent's abort listener may prepare and start runs", () => {
+  it('in its own session, when the session cancels it mid-step (interrupt grace over)', async () => {
+    const { runtime, clock, reported } = createTestRuntime();
+    const key = { ownerId: 'alice', sessionId: 'follow-up' };
+    const followUps: Array<{ id: string } | { error: unknown }> = [];
+    const stubborn: Agent<string, string> = {
+      execute: (_input, ctx) =>
+        new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            // Agent code, run when the session's grace cancel aborts this run.
+            try {
+              const next = runtime.prepare({ ...key, agent: echo, input: 'follow-up' });
+              next.start();
+              followUps.push({ id: next.id });
+            } catch (error) {
+              followUps.push({ error });
+            }
+            resolve('stopped');
+          });
+        }),
+    };
+    const first = runtime.prepare({ ...key, agent: stubborn, input: 'first' });
+    first.start();
+    await tick();
+    const newer = runtime.prepare({
+      ...key,
+      agent: echo,
+      input: 'newer',
+      strategy: 'interrupt',
+      graceMs: 100,
+    });
+    newer.start();
+    clock.increment(100); // the grace is over: the session cancels the first run in its own step
+    expect(await first.termination).toMatchObject({ status: 'CANCELLED' });
+    expect(followUps).toHaveLength(1);
+    expect(followUps[0]).toHaveProperty('id');
+    const followUp = runtime.runs.find(
+      key.ownerId,
+      key.sessionId,
+      (followUps[0] as { id: string }).id,
+    );
+    expect(await newer.result()).toBe('newer');
+    expect(await followUp?.result()).toBe('follow-up');
+    expect(reported).toEqual([]);
+    // Nothing is left behind: no orphan child holds a slot of the session.
+    await runtime.session(key.ownerId, key.sessionId).onIdle();
+    expect(runtime.runs.size).toBe(0);
   });
 });
