@@ -139,6 +139,9 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
   /** The latest `at` logged: the log's clock for `runIdRetentionMs`. */
   let now = Number.NEGATIVE_INFINITY;
   const nextEventId = createIdSequence();
+  /** A frozen key object appended to last, and its string (see `append`). */
+  let lastKeyObject: SessionKey | undefined;
+  let lastKeyString = '';
 
   const unlink = (log: SessionLog) => {
     if (log.older === undefined) oldest = log.newer;
@@ -250,7 +253,17 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
 
   return {
     append(_ctx: StoreContext, key: SessionKey, event: NewEvent): RunplaneEvent {
-      const log = logOf(keyOf(key));
+      // The runtime logs a run's events under one frozen key object: its string is built once.
+      let k: string;
+      if (key === lastKeyObject) k = lastKeyString;
+      else {
+        k = keyOf(key);
+        if (Object.isFrozen(key)) {
+          lastKeyObject = key;
+          lastKeyString = k;
+        }
+      }
+      const log = logOf(k);
       if (log !== newest) {
         // Move to the most recently written end.
         unlink(log);

@@ -28,7 +28,7 @@ import type { runMachine } from '../../machines/run.machine.js';
 import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
 import { createAbortReason, InvalidArgumentError, RunCancelledError } from '../errors.js';
-import type { EventLog } from '../events/event-log.js';
+import type { EventLog, SessionKey } from '../events/event-log.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent, SpawnOptions } from './agent.js';
 import type { AgentRun } from './agent-run.js';
@@ -96,6 +96,8 @@ export class RunExecutor implements RunContextHost {
   readonly ownerId: string;
   readonly sessionId: string;
   readonly parentRunId: string | undefined;
+  /** `{ ownerId, sessionId }`, frozen: one object for every event the run logs. */
+  readonly sessionKey: SessionKey;
   readonly strategy: SessionStrategy;
   readonly graceMs: number;
   readonly logFloor: number;
@@ -130,6 +132,7 @@ export class RunExecutor implements RunContextHost {
     this.id = init.runId;
     this.ownerId = init.ownerId;
     this.sessionId = init.sessionId;
+    this.sessionKey = Object.freeze({ ownerId: init.ownerId, sessionId: init.sessionId });
     this.parentRunId = init.parentRunId;
     this.strategy = init.strategy;
     this.graceMs = init.graceMs;

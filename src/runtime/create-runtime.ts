@@ -242,7 +242,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   };
 
   function append(run: RunExecutor, type: string, payload: Record<string, unknown>): void {
-    const key = { ownerId: run.ownerId, sessionId: run.sessionId };
+    const key = run.sessionKey;
     let event: RunplaneEvent;
     try {
       event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
