@@ -29,6 +29,15 @@ export const idempotencyKeyMigrations: readonly SqliteMigration[] = [
       CREATE INDEX runplane_idempotency_keys_by_created ON runplane_idempotency_keys (created_at);
     `,
   },
+  {
+    // The session an answered key belongs to: deleting the session deletes its keys.
+    id: 'idempotency-keys/2',
+    sql: `
+      ALTER TABLE runplane_idempotency_keys ADD COLUMN session_id TEXT;
+      CREATE INDEX runplane_idempotency_keys_by_session
+        ON runplane_idempotency_keys (owner_id, session_id) WHERE session_id IS NOT NULL;
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -94,8 +103,8 @@ export function createSqliteIdempotencyKeys(options: {
   const relock = db.prepare<[number, string, string]>(
     'UPDATE runplane_idempotency_keys SET locked_until = ? WHERE owner_id = ? AND key = ?',
   );
-  const answer = db.prepare<[number, string, string, string]>(
-    `UPDATE runplane_idempotency_keys SET status = ?, body = ?
+  const answer = db.prepare<[number, string, string | null, string, string]>(
+    `UPDATE runplane_idempotency_keys SET status = ?, body = ?, session_id = ?
      WHERE owner_id = ? AND key = ? AND status IS NULL`,
   );
   const remove = db.prepare<[string, string]>(
@@ -134,7 +143,9 @@ export function createSqliteIdempotencyKeys(options: {
   return {
     begin: (request): IdempotencyClaim => attempt('begin', () => begin.immediate(request)),
     complete(ownerId, key, stored) {
-      attempt('complete', () => answer.run(stored.status, stored.body, ownerId, key));
+      attempt('complete', () =>
+        answer.run(stored.status, stored.body, stored.sessionId ?? null, ownerId, key),
+      );
     },
     release(ownerId, key) {
       attempt('release', () => remove.run(ownerId, key));
