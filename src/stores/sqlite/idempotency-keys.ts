@@ -5,9 +5,8 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { RunplaneError } from '../../errors.js';
 import type { IdempotencyClaim, IdempotencyKeys } from '../idempotency-keys.js';
-import { applySqliteMigrations, type SqliteMigration } from './database.js';
+import { applySqliteMigrations, storeOperations, type SqliteMigration } from './database.js';
 
 /** The schema of the idempotency keys. */
 export const idempotencyKeyMigrations: readonly SqliteMigration[] = [
@@ -50,17 +49,7 @@ interface KeyRow {
 /** Expired keys of other owners deleted by one `begin`, at most (the sweep stays short). */
 const sweepBatch = 100;
 
-const attempt = <T>(operation: string, fn: () => T): T => {
-  try {
-    return fn();
-  } catch (error) {
-    throw new RunplaneError(
-      'STORE_FAILED',
-      `idempotency keys ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
-  }
-};
+const attempt = storeOperations('idempotency keys');
 
 /**
  * Creates the idempotency keys on an open database (see `openSqliteDatabase`).
@@ -70,7 +59,7 @@ const attempt = <T>(operation: string, fn: () => T): T => {
  *
  * @param options - `database`: the open database (never closed by the store)
  * @returns the {@link IdempotencyKeys}
- * @throws {@link RunplaneError} (`STORE_FAILED`) when the migration fails; every method throws
+ * @throws `RunplaneError` (`STORE_FAILED`) when the migration fails; every method throws
  *   it when a statement fails
  * @example
  * ```ts

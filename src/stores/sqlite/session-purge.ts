@@ -11,7 +11,8 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { InvalidArgumentError, RunplaneError } from '../../errors.js';
+import { InvalidArgumentError } from '../../errors.js';
+import { storeOperations } from './database.js';
 import type { SessionKey } from '../../events/event-log.js';
 
 /** Options of {@link createSqliteSessionPurge}. */
@@ -50,7 +51,7 @@ const tableName = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  *
  * @param options - {@link SqliteSessionPurgeOptions}
  * @returns the {@link SqliteSessionPurge}
- * @throws {@link RunplaneError} (`STORE_FAILED`) when a statement cannot be prepared (a table is
+ * @throws `RunplaneError` (`STORE_FAILED`) when a statement cannot be prepared (a table is
  *   missing) or fails
  * @example
  * ```ts
@@ -67,17 +68,7 @@ export function createSqliteSessionPurge(options: SqliteSessionPurgeOptions): Sq
       `expected \`sessionMessagesTable\` to be an SQL identifier, got ${JSON.stringify(messages)}`,
     );
   }
-  const attempt = <T>(operation: string, fn: () => T): T => {
-    try {
-      return fn();
-    } catch (error) {
-      throw new RunplaneError(
-        'STORE_FAILED',
-        `session purge ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      );
-    }
-  };
+  const attempt = storeOperations('session purge');
 
   const statements = attempt('prepare', () => {
     /** A batched delete of a session's rows of `table` (by the key columns given). */

@@ -5,9 +5,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { SessionStrategy } from '../../../machines/session.machine.js';
-import { RunplaneError } from '../../errors.js';
 import type { SessionCursor, SessionRecord, SessionRecords } from '../session-records.js';
-import { applySqliteMigrations, type SqliteMigration } from './database.js';
+import { applySqliteMigrations, storeOperations, type SqliteMigration } from './database.js';
 
 /** The schema of the session records. */
 export const sessionRecordMigrations: readonly SqliteMigration[] = [
@@ -60,24 +59,14 @@ const toRecord = (row: SessionRow): SessionRecord => ({
   updatedAt: row.updated_at,
 });
 
-const attempt = <T>(operation: string, fn: () => T): T => {
-  try {
-    return fn();
-  } catch (error) {
-    throw new RunplaneError(
-      'STORE_FAILED',
-      `session records ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
-  }
-};
+const attempt = storeOperations('session records');
 
 /**
  * Creates the session records on an open database (see `openSqliteDatabase`).
  *
  * @param options - `database`: the open database (never closed by the records)
  * @returns the {@link SessionRecords}
- * @throws {@link RunplaneError} (`STORE_FAILED`) when the migration fails; every method throws
+ * @throws `RunplaneError` (`STORE_FAILED`) when the migration fails; every method throws
  *   it when a statement fails
  * @example
  * ```ts
