@@ -35,6 +35,9 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --rate-burst <n>          requests at once per owner       RUNPLANE_RATE_BURST (default 200)
   --approval-timeout-ms <ms> wait for a tool confirmation,   RUNPLANE_APPROVAL_TIMEOUT_MS (default 600000;
                             then denied (reason timeout)     a session's approval_timeout_ms wins)
+  --max-request-tokens <n>  the agent's token budget per     RUNPLANE_MAX_REQUEST_TOKENS (default 24000;
+                            model request                    older turns are summarized)
+  --model-max-retries <n>   retries of a 429/5xx answer      RUNPLANE_MODEL_MAX_RETRIES (default 2)
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
@@ -95,6 +98,8 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'rate-limit': { type: 'string' },
       'rate-burst': { type: 'string' },
       'approval-timeout-ms': { type: 'string' },
+      'max-request-tokens': { type: 'string' },
+      'model-max-retries': { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
     },
@@ -211,6 +216,18 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       pick('approval-timeout-ms', 'RUNPLANE_APPROVAL_TIMEOUT_MS'),
       1,
       86_400_000,
+    ),
+    maxRequestTokens: integer(
+      'max-request-tokens',
+      pick('max-request-tokens', 'RUNPLANE_MAX_REQUEST_TOKENS'),
+      100,
+      10_000_000,
+    ),
+    modelMaxRetries: integer(
+      'model-max-retries',
+      pick('model-max-retries', 'RUNPLANE_MODEL_MAX_RETRIES'),
+      0,
+      10,
     ),
     openai:
       baseURL === undefined || model === undefined

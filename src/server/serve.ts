@@ -122,6 +122,10 @@ export interface ServeOptions {
    * `timeout`, in ms, for a session that sets no `approval_timeout_ms`. @default 600000
    */
   readonly approvalTimeoutMs?: number;
+  /** The default agent's token budget of one model request (older turns are summarized). @default 24000 */
+  readonly maxRequestTokens?: number;
+  /** How often the default agent's model call retries a 429 or 5xx answer (openai client). @default 2 */
+  readonly modelMaxRetries?: number;
   /** Use an OpenAI-compatible model instead of the scripted demo model. */
   readonly openai?: OpenAIEndpoint;
   /** Run this agent instead of the default one (tests, embedding). */
@@ -279,7 +283,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         clock: runtime.clock,
         chunkDelayMs: options.chunkDelayMs,
         confirmTools: options.confirmTools,
-        model: options.openai === undefined ? undefined : createOpenAIModel(options.openai),
+        maxRequestTokens: options.maxRequestTokens,
+        model:
+          options.openai === undefined
+            ? undefined
+            : createOpenAIModel({ ...options.openai, maxRetries: options.modelMaxRetries }),
       });
     const sweep = createDataSweeper({
       purge: createSqliteSessionPurge({ database: db, onPurged: (key) => eventLog.forget(key) }),

@@ -277,6 +277,10 @@ describe('parseServeArgs', () => {
           '20',
           '--approval-timeout-ms',
           '60000',
+          '--max-request-tokens',
+          '8000',
+          '--model-max-retries',
+          '0',
         ],
         env,
       ),
@@ -288,6 +292,8 @@ describe('parseServeArgs', () => {
       rateLimitPerSecond: 5,
       rateLimitBurst: 20,
       approvalTimeoutMs: 60_000,
+      maxRequestTokens: 8_000,
+      modelMaxRetries: 0,
     });
     expect(() => parseServeArgs(['--retention-days', '0'], {})).toThrow(/`retention-days`/);
     expect(() => parseServeArgs(['--rate-limit', 'x'], {})).toThrow(/`rate-limit`/);
