@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createDataSweeper, type DataSweeper } from '../../src/server/data-sweeper.js';
 import { deferred, gatedAgent, type Deferred } from '../helpers.js';
-import { ALICE, BOB, createTestService } from './helpers.js';
+import { ALICE, BOB, createTestService, sseReader } from './helpers.js';
 
 let t: ReturnType<typeof createTestService> | undefined;
 let sweeper: DataSweeper | undefined;
@@ -115,6 +115,8 @@ describe('DELETE /api/sessions/:id', () => {
       keys: 1,
     });
 
+    const watching = sseReader(await t.request('GET', `/api/sessions/${id}/events/stream`));
+    await watching.until((text) => text.includes('event: user.supplement'));
     const response = await t.request('DELETE', `/api/sessions/${id}`);
     expect(response.status).toBe(204);
     // Cancelled first: both runs ended before the answer, the other session's run untouched.
@@ -149,6 +151,9 @@ describe('DELETE /api/sessions/:id', () => {
     while (!purge.purgeStep({ ownerId: 'alice', sessionId: id }, 2));
     expect(rowsOf(t, id)).toEqual(none);
     expect(purge.deleted(10)).toEqual([]);
+    // A stream still open on the session ends once its data is gone.
+    await watching.until(() => false);
+    expect(watching.ended).toBe(true);
     expect(rowsOf(t, other).events).toBeGreaterThan(0);
     expect(t.sqliteLog.lastSeq({}, { ownerId: 'alice', sessionId: id })).toBe(0);
     // The other session works on.
