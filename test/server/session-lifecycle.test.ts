@@ -162,6 +162,40 @@ describe('DELETE /api/sessions/:id', () => {
     expect(t.reported).toEqual([]);
   });
 
+  it('leaves the data of a session whose runs still unwind to a later sweep', async () => {
+    const stubborn = gatedAgent<{ reply: string }>({ honoursSignal: false });
+    const deleted: string[] = [];
+    t = createTestService({
+      agent: stubborn.agent,
+      onSessionDeleted: (key) => deleted.push(key.sessionId),
+    });
+    const id = await t.createSession();
+    const runId = await t.send(id, 'ignore the stop');
+    await stubborn.started(runId);
+    const answer = t.request('DELETE', `/api/sessions/${id}`);
+    await t.waitForEvent(id, (e) => e.type === 'run.cancelled');
+    // Marked deleted at once, but its run is still unwinding: the sweep must not purge it yet.
+    expect((await t.request('GET', `/api/sessions/${id}`)).status).toBe(404);
+    expect(t.service.isSettling({ ownerId: 'alice', sessionId: id })).toBe(true);
+    expect(deleted).toEqual([]);
+    sweeper = createDataSweeper({
+      purge: t.sessionPurge(),
+      sessions: t.sessions,
+      clock: t.clock,
+      skip: (key) => t?.service.isSettling(key) === true,
+      reportError: (error) => t?.reported.push(error),
+    });
+    expect(await sweeper.sweep()).toEqual({ expired: 0, purged: 0, steps: 0 });
+    expect(rowsOf(t, id).runs).toBe(1);
+    // The agent is abandoned after the unwind timeout; then the deletion completes.
+    t.clock.increment(1_000);
+    expect((await answer).status).toBe(204);
+    expect(t.service.isSettling({ ownerId: 'alice', sessionId: id })).toBe(false);
+    expect(deleted).toEqual([id]);
+    expect((await sweeper.sweep()).purged).toBe(1);
+    expect(rowsOf(t, id)).toEqual(none);
+  });
+
   it("is 404 for another owner's session and leaves it alone", async () => {
     t = createTestService();
     const id = await t.createSession();
