@@ -50,6 +50,11 @@ async function startServer(nodeArgs: string[]): Promise<ServerProcess> {
       join(dir, 'runplane.db'),
       '--tokens',
       `${TOKEN}:mallory`,
+      // The memory bounds are measured here, not the request rate limit: lift it.
+      '--rate-limit',
+      '1000000',
+      '--rate-burst',
+      '1000000',
     ],
     { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
   );

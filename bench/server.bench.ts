@@ -42,6 +42,13 @@ async function startServerProcess(args: string[]): Promise<Server> {
       join(dir, 'runplane.db'),
       '--tokens',
       `${TOKEN}:bench`,
+      // One token stands for many users here: the per-owner caps would measure themselves.
+      '--rate-limit',
+      '1000000',
+      '--rate-burst',
+      '1000000',
+      '--max-running-runs-per-owner',
+      '1000000',
       ...args,
     ],
     { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },

@@ -106,6 +106,8 @@ export type {
   ReActResult,
   ReActStopReason,
 } from './agent/react-agent.js';
+export { estimateTokens } from './agent/history-policy.js';
+export type { HistoryPolicy } from './agent/history-policy.js';
 export { agentAsTool } from './agent/agent-as-tool.js';
 export type { AgentAsToolOptions } from './agent/agent-as-tool.js';
 export type {

@@ -146,6 +146,7 @@ export function createAgentServices(deps: AgentServiceDeps, run: AgentServiceRun
         run.emit('agent.approval_resolved', {
           tool_use_id: toolUseId,
           outcome: decision.allow ? 'allowed' : 'denied',
+          reason: decision.reason ?? 'user',
           message: decision.message ?? null,
         });
         return decision;

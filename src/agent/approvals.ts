@@ -28,6 +28,11 @@ export interface ApprovalDecision {
   readonly allow: boolean;
   /** For a denial: what the model is told (e.g. "use a read-only query instead"). */
   readonly message?: string | undefined;
+  /**
+   * Who decided: `user` (the default), or `timeout` when nobody answered in time (the service's
+   * approval timeout denies the call; the run goes on).
+   */
+  readonly reason?: 'user' | 'timeout' | undefined;
 }
 
 /** Options of `ctx.requestApproval`. */

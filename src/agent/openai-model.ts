@@ -42,6 +42,8 @@ export interface OpenAIModelOptions {
   readonly temperature?: number;
   /** Ask for `stream_options.include_usage` (some servers refuse it). @default true */
   readonly includeUsage?: boolean;
+  /** The `fetch` the client sends requests with (a proxy's, an instrumented one). @default globalThis.fetch */
+  readonly fetch?: typeof globalThis.fetch;
 }
 
 const optionsSchema = z.object({
@@ -59,6 +61,11 @@ const optionsSchema = z.object({
     .optional(),
   temperature: z.number({ error: 'a number' }).optional(),
   includeUsage: z.boolean({ error: 'a boolean' }).optional(),
+  fetch: z
+    .custom<typeof globalThis.fetch>((value) => typeof value === 'function', {
+      error: 'a fetch function',
+    })
+    .optional(),
 });
 
 /**
@@ -141,10 +148,37 @@ const toModelError = (error: unknown): ModelError => {
   return new ModelError(`the model stream failed: ${message}`, undefined, { cause: error });
 };
 
+/** `promise`, or a rejection with `signal`'s reason as soon as it aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => undefined);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passed on as thrown
+        reject(error);
+      },
+    );
+  });
+}
+
 /**
  * Creates a model that streams chat completions from an OpenAI-compatible endpoint.
  *
  * @remarks
+ * A 408, 409, 429 or 5xx answer is retried by the `openai` client itself (`maxRetries`, with
+ * its exponential backoff or the server's `retry-after`); a cancel ends the call at once, also
+ * while it waits to retry.
  * Text deltas become `text` chunks, `tool_calls` deltas become `tool_call` chunks (by index),
  * and the `finish_reason` plus the usage chunk become the final `finish` chunk. The call is
  * aborted by the stream's signal (the HTTP request is closed) and the iterator then rejects
@@ -169,6 +203,7 @@ export function createOpenAIModel(options: OpenAIModelOptions): ChatModel {
     apiKey: options.apiKey,
     maxRetries: options.maxRetries ?? 2,
     timeout: options.timeoutMs,
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
   });
   const includeUsage = options.includeUsage ?? true;
 
@@ -181,16 +216,24 @@ export function createOpenAIModel(options: OpenAIModelOptions): ChatModel {
     let finishReason: ChatFinishReason | undefined;
     let usage: ChatUsage | undefined;
     try {
-      const completion = await client.chat.completions.create(
-        {
-          model: options.model,
-          messages: toOpenAIMessages(messages),
-          ...(streamOptions.tools.length > 0 ? { tools: toOpenAITools(streamOptions.tools) } : {}),
-          ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-          stream: true,
-          ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
-        },
-        { signal },
+      // The client waits out its retry backoff without looking at the signal (openai 6.x): a
+      // cancel must not wait for it. The abandoned attempt sends nothing more (the client checks
+      // the signal before each request) and its rejection is swallowed.
+      const completion = await untilAborted(
+        client.chat.completions.create(
+          {
+            model: options.model,
+            messages: toOpenAIMessages(messages),
+            ...(streamOptions.tools.length > 0
+              ? { tools: toOpenAITools(streamOptions.tools) }
+              : {}),
+            ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
+            stream: true,
+            ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+          },
+          { signal },
+        ),
+        signal,
       );
       // The openai stream ends quietly on abort; the signal check below turns that into a throw.
       for await (const chunk of completion) {

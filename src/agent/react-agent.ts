@@ -4,12 +4,11 @@
  *
  * @module
  */
-import { z } from 'zod';
 import { InvalidArgumentError, RunCancelledError, RunplaneError } from '../errors.js';
 import type { Hint } from '../inbox/inbox.js';
-import type { Agent, InterruptCause, RunContext } from '../run/agent.js';
+import type { Agent, RunContext } from '../run/agent.js';
 import { parseOptions } from '../validation.js';
-import type { ChatChunk, ChatFinishReason, ChatModel, ChatUsage } from './chat-model.js';
+import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
   createMessageId,
   type AssistantMessage,
@@ -18,107 +17,24 @@ import {
   type ToolMessage,
 } from './messages.js';
 import { ModelError } from './model-error.js';
+import { fitRequest } from './history-policy.js';
+import {
+  defaultRecovery,
+  reactOptionsSchema,
+  type ReActAgentOptions,
+  type ReActResult,
+  type ReActStopReason,
+} from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
 import type { Tool } from './tool.js';
 
-/** Which history a run reads and writes. */
-export type ReActHistoryMode = 'auto' | 'session' | 'none';
-
-/** Options of {@link createReActAgent}. */
-export interface ReActAgentOptions {
-  /** The model to reason with. */
-  readonly model: ChatModel;
-  /** The tools the model may call; names must be unique. @default none */
-  readonly tools?: readonly Tool[];
-  /** The system instructions, sent first in every request (never stored in the history). */
-  readonly instructions?: string;
-  /** At most this many model calls per run; a positive integer. @default 10 */
-  readonly maxSteps?: number;
-  /**
-   * `session`: load the session's history before the run and append what the run produced;
-   * `none`: start from the input alone and store nothing; `auto`: `session` for a top-level
-   * run, `none` for a nested run (`ctx.spawn`), so a sub-agent never writes into its parent's
-   * conversation. @default 'auto'
-   */
-  readonly history?: ReActHistoryMode;
-  /**
-   * The recovery reply written on interrupt (AgentScope's). A function gets the interrupt's
-   * message and cause and may return `''` to write none. A string (or the default) is not
-   * written when the interrupt is the runtime's shutdown: the user did not speak, so the
-   * conversation keeps just the partial reply, marked interrupted.
-   * @default "I noticed that you have interrupted me. What can I do for you?"
-   */
-  readonly recoveryReply?: string | ((info: RecoveryInfo) => string);
-  /** How a drained hint is phrased in the request. @default its text as is */
-  readonly formatHint?: (hint: Hint) => string;
-}
-
-/** What a {@link ReActOptions.recoveryReply} function is told about the interrupt. */
-export interface RecoveryInfo {
-  readonly interruptMessage: string | undefined;
-  /** `'interrupt'` (a user or a newer run) or `'shutdown'` (the runtime is stopping). */
-  readonly interruptCause: InterruptCause | undefined;
-}
-
-/** Why a ReAct run stopped. */
-export type ReActStopReason = 'completed' | 'interrupted' | 'max_steps';
-
-/** The output of a ReAct run. */
-export interface ReActResult {
-  /** The final reply text (for `interrupted`, the recovery reply). */
-  readonly reply: string;
-  /** The id of the final assistant message, if any. */
-  readonly messageId: string | undefined;
-  readonly reason: ReActStopReason;
-  /** Model calls made. */
-  readonly steps: number;
-  /** Token usage summed over the run's model calls. */
-  readonly usage: ChatUsage;
-  /** What the run added to the conversation: the input, hints, replies and tool results. */
-  readonly messages: readonly ChatMessage[];
-}
-
-const defaultRecovery = 'I noticed that you have interrupted me. What can I do for you?';
-
-const optionsSchema = z.object({
-  model: z.custom<ChatModel>(
-    (value) =>
-      typeof value === 'object' &&
-      value !== null &&
-      typeof (value as ChatModel).stream === 'function',
-    { error: 'a ChatModel with a stream(messages, options) method' },
-  ),
-  tools: z
-    .array(
-      z.custom<Tool>(
-        (value) =>
-          typeof value === 'object' &&
-          value !== null &&
-          typeof (value as Tool).parseArgs === 'function' &&
-          typeof (value as Tool).execute === 'function',
-        { error: 'a tool made by defineTool' },
-      ),
-      { error: 'an array of tools made by defineTool' },
-    )
-    .optional(),
-  instructions: z.string({ error: 'a string' }).optional(),
-  maxSteps: z
-    .number({ error: 'a positive integer' })
-    .int({ error: 'a positive integer' })
-    .positive({ error: 'a positive integer' })
-    .optional(),
-  history: z
-    .enum(['auto', 'session', 'none'], { error: "one of 'auto', 'session', 'none'" })
-    .optional(),
-  recoveryReply: z
-    .union([z.string(), z.custom<(info: RecoveryInfo) => string>((v) => typeof v === 'function')], {
-      error: 'a string or a function',
-    })
-    .optional(),
-  formatHint: z
-    .custom<(hint: Hint) => string>((v) => typeof v === 'function', { error: 'a function' })
-    .optional(),
-});
+export type {
+  ReActAgentOptions,
+  ReActHistoryMode,
+  RecoveryInfo,
+  ReActResult,
+  ReActStopReason,
+} from './react-agent-options.js';
 
 const addUsage = (a: ChatUsage, b: ChatUsage | undefined): ChatUsage =>
   b === undefined
@@ -268,13 +184,26 @@ class ReActExecution {
   async #callModel(messageId: string, step: number): Promise<ModelTurn> {
     const ctx = this.#ctx;
     const instructions = this.#options.instructions;
-    const request: ChatMessage[] = [
-      ...(instructions === undefined || instructions === ''
-        ? []
-        : [{ role: 'system' as const, content: instructions }]),
-      ...this.#past,
-      ...this.#produced,
-    ];
+    const fitted = fitRequest(
+      {
+        instructions:
+          instructions === undefined || instructions === ''
+            ? []
+            : [{ role: 'system', content: instructions }],
+        past: this.#past,
+        current: this.#produced,
+      },
+      this.#options.historyPolicy,
+    );
+    if (fitted.omittedTurns > 0 || fitted.truncatedResults > 0) {
+      ctx.emit('agent.context_trimmed', {
+        step,
+        omitted_turns: fitted.omittedTurns,
+        truncated_results: fitted.truncatedResults,
+        estimated_tokens: fitted.tokens,
+      });
+    }
+    const request = fitted.messages;
     const partial = { id: messageId, text: '' };
     this.#partial = partial;
     const calls = new Map<
@@ -476,7 +405,7 @@ class ReActExecution {
  * ```
  */
 export function createReActAgent(options: ReActAgentOptions): Agent<string, ReActResult> {
-  parseOptions(optionsSchema, options, 'options');
+  parseOptions(reactOptionsSchema, options, 'options');
   const tools = new Map<string, Tool>();
   for (const tool of options.tools ?? []) {
     if (tools.has(tool.name)) {

@@ -113,10 +113,11 @@ export async function runToolCall(
       return toolResult(call, 'error', `Error: approval failed: ${messageOf(error)}`);
     }
     if (!decision.allow) {
+      const who = decision.reason === 'timeout' ? 'nobody approved' : 'the user denied';
       return toolResult(
         call,
         'denied',
-        `Error: the user denied this tool call${decision.message ? `: ${decision.message}` : '.'}`,
+        `Error: ${who} this tool call${decision.message ? `: ${decision.message}` : '.'}`,
       );
     }
   }

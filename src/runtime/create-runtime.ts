@@ -106,7 +106,10 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const executors = new Map<string, RunExecutor>();
   const sessions = new Map<string, SessionHost>();
   const listeners = new Set<(event: RunplaneEvent, key: SessionKey) => void>();
-  const slots = new RunSlots(options.maxConcurrentRuns ?? Number.POSITIVE_INFINITY);
+  const slots = new RunSlots(
+    options.maxConcurrentRuns ?? Number.POSITIVE_INFINITY,
+    options.maxRunningRunsPerOwner ?? Number.POSITIVE_INFINITY,
+  );
 
   const boundRunMachine = provideNestedRuns(
     runMachine.provide({
@@ -159,9 +162,9 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
 
   const boundSessionMachine = sessionMachine.provide({
     actors: { run: boundRunMachine },
-    guards: { slotFree: () => slots.hasFree() },
+    guards: { slotFree: ({ context }) => slots.hasFree(context.ownerId) },
     actions: {
-      takeSlot: () => slots.take(),
+      takeSlot: ({ context }) => slots.take(context.ownerId),
       requestSlot: ({ context }) => {
         const host = sessions.get(keyOf(context.ownerId, context.sessionId));
         if (host !== undefined) slots.request(host);
@@ -170,7 +173,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         const host = sessions.get(keyOf(context.ownerId, context.sessionId));
         if (host !== undefined) slots.withdraw(host);
       },
-      releaseSlot: () => slots.release(),
+      releaseSlot: ({ context }) => slots.release(context.ownerId),
       reportRunError: (_, { runId, error }) => failRun(runId, error),
     },
   });
@@ -516,6 +519,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       return approvals.decide({ ownerId, sessionId }, toolUseId, {
         allow: decision.allow,
         message: decision.message,
+        reason: decision.reason,
       })
         ? 'accepted'
         : 'not_found';

@@ -52,6 +52,12 @@ export interface RuntimeOptions {
   /** Cap on top-level runs RUNNING at once across all sessions; a positive integer. @default unlimited */
   readonly maxConcurrentRuns?: number;
   /**
+   * Cap on one owner's top-level runs RUNNING at once; a positive integer. Over it a run waits
+   * (its session is busy, as for `maxConcurrentRuns`), and a freed slot goes to the owners
+   * round-robin, so one owner's flood never keeps another's runs from starting. @default unlimited
+   */
+  readonly maxRunningRunsPerOwner?: number;
+  /**
    * Cap on a session's runs that have not settled (prepared, queued and running; a positive
    * integer); the same cap bounds each run's nested runs. Over it, `prepare()` (or `ctx.spawn`)
    * throws `SESSION_QUEUE_FULL`. @default 32
@@ -115,6 +121,7 @@ export const runtimeOptionsSchema = z.strictObject({
   unwindTimeoutMs: durationMs.optional(),
   sessionIdleTtlMs: durationMs.optional(),
   maxConcurrentRuns: positiveInt.optional(),
+  maxRunningRunsPerOwner: positiveInt.optional(),
   maxQueuedRuns: positiveInt.optional(),
   reportError: z
     .custom<(error: unknown) => void>((value) => typeof value === 'function', {
@@ -183,5 +190,6 @@ export const approvalSchema = z.object({
   decision: z.object({
     allow: z.boolean({ error: 'a boolean' }),
     message: z.string({ error: 'a string' }).optional(),
+    reason: z.enum(['user', 'timeout'], { error: 'one of user, timeout' }).optional(),
   }),
 });

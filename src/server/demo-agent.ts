@@ -186,6 +186,8 @@ export interface DemoAgentOptions extends DemoModelOptions {
   readonly model?: ChatModel;
   /** The tools that need the user's approval. @default ['clock'] */
   readonly confirmTools?: readonly string[];
+  /** The token budget of one model request (`HistoryPolicy.maxRequestTokens`). @default 24000 */
+  readonly maxRequestTokens?: number;
 }
 
 /**
@@ -206,5 +208,8 @@ export function createDemoAgent(options: DemoAgentOptions = {}): Agent<string, R
     tools: createDemoTools({ confirm: options.confirmTools }),
     instructions: demoInstructions,
     maxSteps: 6,
+    ...(options.maxRequestTokens === undefined
+      ? {}
+      : { historyPolicy: { maxRequestTokens: options.maxRequestTokens } }),
   });
 }

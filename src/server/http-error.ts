@@ -27,6 +27,8 @@ export type HttpErrorCode =
   | 'idempotency_key_reused'
   | 'idempotency_key_in_progress'
   | 'too_many_idempotency_keys'
+  | 'too_many_sessions'
+  | 'rate_limited'
   | 'shutting_down'
   | 'store_failed'
   | 'request_timeout'
@@ -62,6 +64,8 @@ export const statusOfCode: Readonly<
   idempotency_key_reused: 422,
   idempotency_key_in_progress: 409,
   too_many_idempotency_keys: 429,
+  too_many_sessions: 429,
+  rate_limited: 429,
   shutting_down: 503,
   store_failed: 500,
   request_timeout: 408,

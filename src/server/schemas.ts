@@ -43,10 +43,21 @@ const durationMs = z
 
 const strategy = z.enum(strategies, { error: `one of ${strategies.join(', ')}` });
 
+/** The longest `approval_timeout_ms` accepted, in ms (one day). */
+const maxApprovalTimeoutMs = 86_400_000;
+
 /** Body of `POST /api/sessions` and `PATCH /api/sessions/:id`. */
 export const sessionSettingsSchema = z.strictObject({
   strategy: strategy.optional(),
   grace_ms: durationMs.optional(),
+  approval_timeout_ms: z
+    .number({ error: `an integer number of milliseconds from 1 to ${maxApprovalTimeoutMs}` })
+    .int({ error: `an integer number of milliseconds from 1 to ${maxApprovalTimeoutMs}` })
+    .min(1, { error: `an integer number of milliseconds from 1 to ${maxApprovalTimeoutMs}` })
+    .max(maxApprovalTimeoutMs, {
+      error: `an integer number of milliseconds from 1 to ${maxApprovalTimeoutMs}`,
+    })
+    .optional(),
 });
 
 const eventSchemas = {

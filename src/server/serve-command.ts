@@ -26,6 +26,18 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --confirm-tools <list>    demo tools that ask first        RUNPLANE_CONFIRM_TOOLS (default clock;
                             "none" for none; names: calculator, clock)
   --run-timeout-ms <ms>     total budget of each run         RUNPLANE_RUN_TIMEOUT_MS (default none)
+  --retention-days <n>      delete sessions idle this long   RUNPLANE_RETENTION_DAYS (default none: keep)
+  --max-sessions-per-owner <n>  sessions per owner         RUNPLANE_MAX_SESSIONS_PER_OWNER (default 10000)
+  --max-running-runs-per-owner <n>  running runs per owner; more wait, owners take turns
+                                                             RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER (default 8)
+  --max-concurrent-runs <n> running runs, all owners        RUNPLANE_MAX_CONCURRENT_RUNS (default unlimited)
+  --rate-limit <n>          requests per second per owner    RUNPLANE_RATE_LIMIT (default 50)
+  --rate-burst <n>          requests at once per owner       RUNPLANE_RATE_BURST (default 200)
+  --approval-timeout-ms <ms> wait for a tool confirmation,   RUNPLANE_APPROVAL_TIMEOUT_MS (default 600000;
+                            then denied (reason timeout)     a session's approval_timeout_ms wins)
+  --max-request-tokens <n>  the agent's token budget per     RUNPLANE_MAX_REQUEST_TOKENS (default 24000;
+                            model request                    older turns are summarized)
+  --model-max-retries <n>   retries of a 429/5xx answer      RUNPLANE_MODEL_MAX_RETRIES (default 2)
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
@@ -79,6 +91,15 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'chunk-delay-ms': { type: 'string' },
       'confirm-tools': { type: 'string' },
       'run-timeout-ms': { type: 'string' },
+      'retention-days': { type: 'string' },
+      'max-sessions-per-owner': { type: 'string' },
+      'max-running-runs-per-owner': { type: 'string' },
+      'max-concurrent-runs': { type: 'string' },
+      'rate-limit': { type: 'string' },
+      'rate-burst': { type: 'string' },
+      'approval-timeout-ms': { type: 'string' },
+      'max-request-tokens': { type: 'string' },
+      'model-max-retries': { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
     },
@@ -158,6 +179,55 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       pick('run-timeout-ms', 'RUNPLANE_RUN_TIMEOUT_MS'),
       1,
       86_400_000,
+    ),
+    retentionDays: integer(
+      'retention-days',
+      pick('retention-days', 'RUNPLANE_RETENTION_DAYS'),
+      1,
+      36_500,
+    ),
+    maxSessionsPerOwner: integer(
+      'max-sessions-per-owner',
+      pick('max-sessions-per-owner', 'RUNPLANE_MAX_SESSIONS_PER_OWNER'),
+      1,
+      100_000_000,
+    ),
+    maxRunningRunsPerOwner: integer(
+      'max-running-runs-per-owner',
+      pick('max-running-runs-per-owner', 'RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER'),
+      1,
+      1_000_000,
+    ),
+    maxConcurrentRuns: integer(
+      'max-concurrent-runs',
+      pick('max-concurrent-runs', 'RUNPLANE_MAX_CONCURRENT_RUNS'),
+      1,
+      1_000_000,
+    ),
+    rateLimitPerSecond: integer(
+      'rate-limit',
+      pick('rate-limit', 'RUNPLANE_RATE_LIMIT'),
+      1,
+      1_000_000,
+    ),
+    rateLimitBurst: integer('rate-burst', pick('rate-burst', 'RUNPLANE_RATE_BURST'), 1, 1_000_000),
+    approvalTimeoutMs: integer(
+      'approval-timeout-ms',
+      pick('approval-timeout-ms', 'RUNPLANE_APPROVAL_TIMEOUT_MS'),
+      1,
+      86_400_000,
+    ),
+    maxRequestTokens: integer(
+      'max-request-tokens',
+      pick('max-request-tokens', 'RUNPLANE_MAX_REQUEST_TOKENS'),
+      100,
+      10_000_000,
+    ),
+    modelMaxRetries: integer(
+      'model-max-retries',
+      pick('model-max-retries', 'RUNPLANE_MODEL_MAX_RETRIES'),
+      0,
+      10,
     ),
     openai:
       baseURL === undefined || model === undefined

@@ -4,9 +4,8 @@
  *
  * @module
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type Database from 'better-sqlite3';
 import { createOpenAIModel } from '../agent/openai-model.js';
@@ -26,10 +25,21 @@ import { createSqliteInbox } from '../stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
 import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
+import { lockSqliteDatabase } from '../stores/sqlite/database-lock.js';
+import { createSqliteSessionPurge } from '../stores/sqlite/session-purge.js';
 import { createDevToken, createTokenAuthenticator, parseTokenList } from './auth.js';
 import { createDemoAgent } from './demo-agent.js';
 import { recoverCrashedRuns, type CrashedRun } from './recover.js';
-import { HttpError } from './http-error.js';
+import {
+  answerClientErrorsAsJson,
+  closeConnections,
+  listen,
+  missingHostAnswer,
+  stopListening,
+  trackConnections,
+  type RequestHead,
+} from './connections.js';
+import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
 import { createServiceApp, type Service } from './service-app.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
@@ -89,6 +99,33 @@ export interface ServeOptions {
   readonly confirmTools?: readonly string[];
   /** Total budget of each run, queue time included, in ms. @default none */
   readonly runTimeoutMs?: number;
+  /**
+   * Sessions with no activity (no event, no settings change) for this many days, and no
+   * unfinished run, are deleted by the background sweep. @default none (kept forever)
+   */
+  readonly retentionDays?: number;
+  /** Sessions one owner may have at once (429 `too_many_sessions` beyond). @default 10000 */
+  readonly maxSessionsPerOwner?: number;
+  /**
+   * Runs of one owner running at once; more wait their turn (owners take turns for freed
+   * slots). @default 8
+   */
+  readonly maxRunningRunsPerOwner?: number;
+  /** Runs running at once across all owners; more wait. @default unlimited */
+  readonly maxConcurrentRuns?: number;
+  /** Requests per second one owner may sustain (429 `rate_limited` beyond). @default 50 */
+  readonly rateLimitPerSecond?: number;
+  /** Requests one owner may send at once after a quiet spell. @default 200 */
+  readonly rateLimitBurst?: number;
+  /**
+   * How long a tool call waits for its confirmation before it is denied with reason
+   * `timeout`, in ms, for a session that sets no `approval_timeout_ms`. @default 600000
+   */
+  readonly approvalTimeoutMs?: number;
+  /** The default agent's token budget of one model request (older turns are summarized). @default 24000 */
+  readonly maxRequestTokens?: number;
+  /** How often the default agent's model call retries a 429 or 5xx answer (openai client). @default 2 */
+  readonly modelMaxRetries?: number;
   /** Use an OpenAI-compatible model instead of the scripted demo model. */
   readonly openai?: OpenAIEndpoint;
   /** Run this agent instead of the default one (tests, embedding). */
@@ -135,75 +172,6 @@ const settingsMigrations: readonly SqliteMigration[] = [
   },
 ];
 
-const statusText: Record<number, string> = {
-  400: 'Bad Request',
-  408: 'Request Timeout',
-  417: 'Expectation Failed',
-  431: 'Request Header Fields Too Large',
-};
-
-/** A whole HTTP/1.1 error answer in the service's JSON shape, closing the connection. */
-const rawErrorAnswer = (httpError: HttpError): string => {
-  const body = JSON.stringify(httpError.toBody());
-  return (
-    `HTTP/1.1 ${httpError.status} ${statusText[httpError.status] ?? 'Error'}\r\n` +
-    'content-type: application/json\r\n' +
-    `content-length: ${Buffer.byteLength(body)}\r\n` +
-    'connection: close\r\n\r\n' +
-    body
-  );
-};
-
-/**
- * Node answers a request it cannot parse (oversized headers, a malformed request line, a
- * header timeout) itself, with a bare status line. Answer those in the service's JSON error
- * shape instead, then close the connection.
- */
-function answerClientErrorsAsJson(server: Server): void {
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (error.code === 'ECONNRESET' || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    const httpError =
-      error.code === 'HPE_HEADER_OVERFLOW'
-        ? new HttpError('headers_too_large', 'expected request headers of at most 16 KiB')
-        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? new HttpError('request_timeout', 'the request did not arrive in time')
-          : new HttpError('bad_request', 'expected a well-formed HTTP/1.1 request');
-    socket.end(rawErrorAnswer(httpError));
-  });
-  // Node answers an `Expect` other than `100-continue` with a bare 417 unless someone listens.
-  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
-    const httpError = new HttpError(
-      'expectation_failed',
-      `expected no Expect header or \`Expect: 100-continue\`, got ${JSON.stringify(String(request.headers.expect).slice(0, 40))}`,
-    );
-    request.socket.end(rawErrorAnswer(httpError));
-    response.destroy();
-  });
-}
-
-/** What {@link missingHostAnswer} reads of a request (HTTP/1 and HTTP/2 requests have it). */
-interface RequestHead {
-  readonly httpVersion: string;
-  readonly headers: { readonly host?: string | undefined };
-}
-
-/**
- * The JSON answer to an HTTP/1.1 request without `Host` (RFC 9112 §3.2), which Node would
- * answer itself with a bare 400: the server is created with `requireHostHeader: false` and asks
- * this first.
- */
-function missingHostAnswer(incoming: RequestHead): Response | undefined {
-  if (incoming.httpVersion !== '1.1' || incoming.headers.host !== undefined) return undefined;
-  const httpError = new HttpError('bad_request', 'expected a Host header in an HTTP/1.1 request');
-  return new Response(JSON.stringify(httpError.toBody()), {
-    status: httpError.status,
-    headers: { 'content-type': 'application/json', connection: 'close' },
-  });
-}
-
 /** The dev token of this database: created on first start, the same on every later one. */
 function devTokenOf(db: Database.Database): string {
   applySqliteMigrations(db, settingsMigrations);
@@ -226,107 +194,6 @@ const checkDuration = (name: string, value: number | undefined, positive = false
     );
   }
 };
-
-function listen(server: Server, port: number, host: string): Promise<AddressInfo> {
-  return new Promise((resolve, reject) => {
-    const onError = (error: Error) => reject(error);
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      resolve(server.address() as AddressInfo);
-    });
-  });
-}
-
-/** How long shutdown waits for answers still in progress once the drain ended, in ms. */
-const answerDeadlineMs = 10_000;
-
-/**
- * Stops accepting connections at once, and resolves once every connection has ended.
- *
- * @remarks `http.Server#close` would also close idle keep-alive connections at once (Node 19
- * and later), resetting a client that is about to reuse one; `net.Server#close` only stops the
- * listener, so those connections stay open to be answered (503 `shutting_down` with
- * `Connection: close` for new work) until the drain ends.
- */
-function stopListening(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    NetServer.prototype.close.call(server, () => resolve());
-  });
-}
-
-/**
- * Counts the answers in progress (from a request's arrival until its response has closed) and
- * the open connections; once `closing()` was called, every answer says `Connection: close`.
- */
-function trackConnections(server: Server) {
-  let answers = 0;
-  let connections = 0;
-  let closing = false;
-  let onChange: (() => void) | undefined;
-  server.on('connection', (socket: Socket) => {
-    connections++;
-    socket.once('close', () => {
-      connections--;
-      onChange?.();
-    });
-  });
-  server.on('request', (_request, response: ServerResponse) => {
-    answers++;
-    if (closing) response.setHeader('Connection', 'close');
-    response.once('close', () => {
-      answers--;
-      onChange?.();
-    });
-  });
-  /** Resolves once `done()` holds (`true`), or after `ms` (`false`). */
-  const until = (done: () => boolean, ms: number): Promise<boolean> => {
-    if (done()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        onChange = undefined;
-        resolve(false);
-      }, ms);
-      onChange = () => {
-        if (!done()) return;
-        clearTimeout(timer);
-        onChange = undefined;
-        resolve(true);
-      };
-    });
-  };
-  return {
-    /** From now on every answer closes its connection. */
-    closing() {
-      closing = true;
-    },
-    /** Resolves once no answer is in progress, or after `ms`. */
-    answered: (ms: number) => until(() => answers === 0, ms),
-    /** Resolves once every connection has closed, or after `ms`. */
-    disconnected: (ms: number) => until(() => connections === 0, ms),
-  };
-}
-
-/**
- * Ends the connections once the drain is over: waits for every answer in progress (SSE
- * streams were ended, with their tails, before; at most {@link answerDeadlineMs}); then keeps
- * the idle connections for `lingerMs`, answering any request on them with `Connection: close`,
- * so that a client about to reuse one is answered, not reset; then closes what is left.
- */
-async function closeConnections(
-  server: Server,
-  tracker: ReturnType<typeof trackConnections>,
-  lingerMs: number,
-  ended: Promise<void>,
-): Promise<void> {
-  tracker.closing();
-  await tracker.answered(answerDeadlineMs);
-  if (lingerMs > 0) await tracker.disconnected(lingerMs);
-  // http.Server#close: the listener is already closed; this stops Node's connection timer.
-  server.close();
-  server.closeAllConnections();
-  await ended;
-}
 
 /**
  * Starts `runplane serve`.
@@ -367,7 +234,26 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   const reportError =
     options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
 
-  const db = openSqliteDatabase({ path: dbPath });
+  if (
+    options.retentionDays !== undefined &&
+    !(Number.isFinite(options.retentionDays) && options.retentionDays > 0)
+  ) {
+    throw new InvalidArgumentError(
+      'retentionDays',
+      `expected \`retentionDays\` to be a positive number of days, got ${String(options.retentionDays)}`,
+    );
+  }
+  // Before the database opens: a second server on this file stops here, touching nothing.
+  const lock = lockSqliteDatabase(dbPath);
+  let db: ReturnType<typeof openSqliteDatabase>;
+  try {
+    db = openSqliteDatabase({ path: dbPath });
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+  let service: Service | undefined;
+  let sweeper: DataSweeper | undefined;
   try {
     const eventLog = createSqliteEventLog({
       database: db,
@@ -387,6 +273,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       stores: { eventLog, sessionStore, inbox },
       inspect: timeline.inspect,
       reportError,
+      maxRunningRunsPerOwner: options.maxRunningRunsPerOwner ?? 8,
+      maxConcurrentRuns: options.maxConcurrentRuns,
     });
     const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
     const agent =
@@ -395,9 +283,23 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         clock: runtime.clock,
         chunkDelayMs: options.chunkDelayMs,
         confirmTools: options.confirmTools,
-        model: options.openai === undefined ? undefined : createOpenAIModel(options.openai),
+        maxRequestTokens: options.maxRequestTokens,
+        model:
+          options.openai === undefined
+            ? undefined
+            : createOpenAIModel({ ...options.openai, maxRetries: options.modelMaxRetries }),
       });
-    const service = createServiceApp({
+    const sweep = createDataSweeper({
+      purge: createSqliteSessionPurge({ database: db, onPurged: (key) => eventLog.forget(key) }),
+      sessions,
+      clock: runtime.clock,
+      retentionMs:
+        options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000,
+      skip: (key) => service?.isSettling(key) === true,
+      reportError,
+    });
+    sweeper = sweep;
+    service = createServiceApp({
       runtime,
       agent,
       sessions,
@@ -411,12 +313,20 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       idempotencyKeys,
       reportError,
       timeline,
+      maxSessionsPerOwner: options.maxSessionsPerOwner,
+      rateLimit: {
+        perSecond: options.rateLimitPerSecond ?? 50,
+        burst: options.rateLimitBurst ?? 200,
+      },
+      approvalTimeoutMs: options.approvalTimeoutMs,
+      onSessionDeleted: () => sweep.kick(),
     });
+    const running = service;
 
     const server = createAdaptorServer({
       // Node would answer an HTTP/1.1 request without Host itself, with a bare 400.
       fetch: (request: Request, env: { incoming: RequestHead }) =>
-        missingHostAnswer(env.incoming) ?? service.fetch(request),
+        missingHostAnswer(env.incoming) ?? running.fetch(request),
       hostname: host,
       serverOptions: { requireHostHeader: false },
     }) as Server;
@@ -432,7 +342,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const url = `http://${shownHost}:${address.port}`;
 
-    log(`runplane serve: database ${dbPath}`);
+    log(`runplane serve: database ${dbPath} (locked for this process: ${lock.path})`);
     log(
       `  agent: ${
         options.agent !== undefined
@@ -463,15 +373,18 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         // New work is refused (503, Connection: close) on the connections still open, and no
         // new connection is accepted; reads, streams and stops keep working until the drain
         // ends.
-        service.drain();
+        running.drain();
         const ended = stopListening(server);
         const { drained } = await runtime.shutdown({
           graceMs: shutdownOptions.graceMs ?? options.graceMs ?? 10_000,
         });
-        service.closeStreams();
+        running.closeStreams();
         await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
+        await sweep.stop();
+        running.close();
         eventLog.close();
         db.close();
+        lock.release();
         return { drained };
       })();
       return stopping;
@@ -484,11 +397,14 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       devToken,
       recovered,
       runtime,
-      service,
+      service: running,
       shutdown,
     };
   } catch (error) {
+    await sweeper?.stop();
+    service?.close();
     if (db.open) db.close();
+    lock.release();
     throw error;
   }
 }

@@ -21,6 +21,8 @@ import { HttpError, toHttpError } from './http-error.js';
 import { bearerAuth } from './middleware/bearer-auth.js';
 import { bodyReadDeadline, bodySizeLimit } from './middleware/body-limits.js';
 import { idempotency } from './middleware/idempotency.js';
+import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
+import { watchApprovalTimeouts } from './approval-timeouts.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
@@ -76,6 +78,23 @@ export interface ServiceOptions {
    * `too_many_idempotency_keys`. @default 10000
    */
   readonly maxIdempotencyKeysPerOwner?: number;
+  /** Sessions one owner may have at once; one more is 429 `too_many_sessions`. @default 10000 */
+  readonly maxSessionsPerOwner?: number;
+  /**
+   * Requests per owner: `perSecond` sustained, `burst` at once; past it 429 `rate_limited` with
+   * `Retry-After`. @default none (`runplane serve` sets 50 per second, bursts of 200)
+   */
+  readonly rateLimit?: RateLimitOptions | undefined;
+  /**
+   * How long a tool call waits for its confirmation before it is denied with reason `timeout`,
+   * in ms, for a session that sets no `approval_timeout_ms`. @default 600000 (10 minutes)
+   */
+  readonly approvalTimeoutMs?: number;
+  /**
+   * Called once a deleted session's runs have settled: its data can be removed (`runplane
+   * serve` kicks its sweep, `data-sweeper.ts`). @default nothing (the records stay marked)
+   */
+  readonly onSessionDeleted?: (key: { ownerId: string; sessionId: string }) => void;
   /** Receives unexpected errors (answered as 500 `internal`). @default console.error */
   readonly reportError?: (error: unknown) => void;
   /**
@@ -99,6 +118,12 @@ export interface Service {
   drain(): void;
   /** Ends every open SSE stream (each client sees a clean end of stream). */
   closeStreams(): void;
+  /**
+   * Whether a deleted session's runs are still settling (its data must not be removed yet).
+   */
+  isSettling(key: { ownerId: string; sessionId: string }): boolean;
+  /** Stops the approval timers (at shutdown). */
+  close(): void;
 }
 
 /** How long an `Idempotency-Key` and its first answer are kept, in ms (24 h). */
@@ -126,6 +151,9 @@ const serviceOptionsSchema = z.object({
   maxPendingHints: positiveInt.optional(),
   maxIdempotencyKeysPerOwner: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
+  maxSessionsPerOwner: positiveInt.optional(),
+  rateLimit: z.strictObject({ perSecond: positiveInt, burst: positiveInt }).optional(),
+  approvalTimeoutMs: positiveInt.optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
     .int({ error: 'a non-negative integer' })
@@ -182,6 +210,14 @@ export function createServiceApp(options: ServiceOptions): Service {
   });
   let draining = false;
   const isDraining = () => draining;
+  const approvalTimeoutMs = options.approvalTimeoutMs ?? 600_000;
+  const stopApprovalTimeouts = watchApprovalTimeouts({
+    runtime,
+    sessions,
+    defaultTimeoutMs: approvalTimeoutMs,
+  });
+  /** Deleted sessions whose runs are settling, as JSON `[ownerId, sessionId]`. */
+  const settling = new Set<string>();
 
   const app = new Hono<{ Variables: { ownerId: string } }>();
 
@@ -248,9 +284,24 @@ export function createServiceApp(options: ServiceOptions): Service {
   );
 
   app.use('/api/*', bearerAuth(authenticate));
+  if (options.rateLimit !== undefined)
+    app.use('/api/*', rateLimit(options.rateLimit, runtime.clock));
   app.use('/api/*', bodySizeLimit(maxBodyBytes));
 
-  app.route('/', sessionRoutes({ runtime, sessions, defaultGraceMs, isDraining, idempotent }));
+  app.route(
+    '/',
+    sessionRoutes({
+      runtime,
+      sessions,
+      defaultGraceMs,
+      isDraining,
+      idempotent,
+      maxSessionsPerOwner: options.maxSessionsPerOwner ?? 10_000,
+      defaultApprovalTimeoutMs: approvalTimeoutMs,
+      onSessionDeleted: options.onSessionDeleted ?? (() => {}),
+      settling,
+    }),
+  );
   app.route(
     '/',
     eventRoutes({
@@ -279,7 +330,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   if (options.timeline !== undefined) {
     app.route('/', inspectStreamRoutes({ timeline: options.timeline, streams, heartbeatMs }));
   }
-  app.route('/', runRoutes({ runtime, runs }));
+  app.route('/', runRoutes({ runtime, runs, sessions }));
 
   return {
     app,
@@ -295,6 +346,10 @@ export function createServiceApp(options: ServiceOptions): Service {
     },
     closeStreams() {
       streams.closeAll();
+    },
+    isSettling: ({ ownerId, sessionId }) => settling.has(JSON.stringify([ownerId, sessionId])),
+    close() {
+      stopApprovalTimeouts();
     },
   };
 }

@@ -13,6 +13,8 @@ export interface StoredAnswer {
   readonly status: number;
   /** The JSON body, as sent. */
   readonly body: string;
+  /** The session the request named or created, if any: deleting it deletes the key. */
+  readonly sessionId?: string | undefined;
 }
 
 /** What {@link IdempotencyKeys.begin} found for a key. */

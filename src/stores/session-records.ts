@@ -14,11 +14,22 @@ export interface SessionRecord {
   readonly strategy: SessionStrategy;
   /** For `interrupt` and `preempt`: the active run's grace before it is cancelled, in ms. */
   readonly graceMs: number;
+  /**
+   * How long a tool call waits for its approval before it is denied with reason `timeout`, in
+   * ms; `undefined`: the service's default.
+   */
+  readonly approvalTimeoutMs: number | undefined;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
 
-/** The session-record store (synchronous). */
+/** Where a page of {@link SessionRecords.list} starts: after this session, newest first. */
+export interface SessionCursor {
+  readonly createdAt: number;
+  readonly sessionId: string;
+}
+
+/** The session-record store (synchronous). A deleted session is found by no method. */
 export interface SessionRecords {
   /** Creates a session. @returns the record, or `undefined` when (ownerId, sessionId) exists */
   create(record: {
@@ -26,6 +37,7 @@ export interface SessionRecords {
     sessionId: string;
     strategy: SessionStrategy;
     graceMs: number;
+    approvalTimeoutMs?: number | undefined;
     at: number;
   }): SessionRecord | undefined;
   /** The session, or `undefined` (also for another owner's). */
@@ -34,7 +46,26 @@ export interface SessionRecords {
   update(
     ownerId: string,
     sessionId: string,
-    changes: { strategy?: SessionStrategy | undefined; graceMs?: number | undefined },
+    changes: {
+      strategy?: SessionStrategy | undefined;
+      graceMs?: number | undefined;
+      approvalTimeoutMs?: number | undefined;
+    },
     at: number,
   ): SessionRecord | undefined;
+  /**
+   * The owner's sessions, newest first (`createdAt`, then `sessionId`, descending), starting
+   * after `page.after`. @returns at most `page.limit` records
+   */
+  list(
+    ownerId: string,
+    page: { after?: SessionCursor | undefined; limit: number },
+  ): SessionRecord[];
+  /** How many sessions the owner has (deleted ones do not count). */
+  count(ownerId: string): number;
+  /**
+   * Marks a session deleted: from now on no method finds it; its data is removed later by the
+   * store's purge (`createSqliteSessionPurge`). @returns whether a live session was marked
+   */
+  markDeleted(ownerId: string, sessionId: string, at: number): boolean;
 }

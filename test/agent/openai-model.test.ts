@@ -330,6 +330,49 @@ describe('createOpenAIModel against a local wire-format server', () => {
     expect(received).toHaveLength(2);
   });
 
+  it('retries a 429 after its retry-after, as the openai client does (maxRetries 2)', async () => {
+    handlers.push(errorAnswer(429, 'slow down', { 'retry-after-ms': '0' }));
+    handlers.push(errorAnswer(503, 'busy', { 'retry-after-ms': '0' }));
+    handlers.push(sse([delta({ content: 'ok' }, 'stop'), done]));
+    const chunks = await collect(
+      model({ maxRetries: 2 }).stream([{ role: 'user', content: 'hi' }], {
+        tools: [],
+        signal: new AbortController().signal,
+      }),
+    );
+    expect(chunks.at(0)).toEqual({ type: 'text', delta: 'ok' });
+    expect(received).toHaveLength(3);
+  });
+
+  it('a cancel ends a call that waits to retry at once, and no retry is sent', async () => {
+    // The client has the 429 in hand (its fetch returned): from here it waits out the backoff.
+    const inBackoff = deferred<void>();
+    const watched: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      if (response.status !== 429) return response;
+      await response.text();
+      inBackoff.resolve();
+      return new Response(null, { status: 429, headers: response.headers });
+    };
+    // A retry-after of 50 s: only an abort that does not wait for the backoff ends this test.
+    handlers.push(errorAnswer(429, 'slow down', { 'retry-after': '50' }));
+    const controller = new AbortController();
+    const call = collect(
+      createOpenAIModel({
+        baseURL,
+        apiKey: 'sk-local',
+        model: 'test-model',
+        maxRetries: 2,
+        fetch: watched,
+      }).stream([{ role: 'user', content: 'hi' }], { tools: [], signal: controller.signal }),
+    ).catch((error: unknown) => error);
+    await inBackoff.promise;
+    const reason = new Error('stop');
+    controller.abort(reason);
+    expect(await call).toBe(reason);
+    expect(received).toHaveLength(1);
+  });
+
   it('rejects bad options with INVALID_ARGUMENT', () => {
     expect(() => createOpenAIModel({ apiKey: '', model: 'm' })).toThrow(
       /expected `apiKey` to be a non-empty string/,

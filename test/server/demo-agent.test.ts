@@ -262,6 +262,43 @@ describe('parseServeArgs', () => {
     ]);
   });
 
+  it('reads the data-lifecycle and per-owner flags', () => {
+    const env = { RUNPLANE_RETENTION_DAYS: '30', RUNPLANE_RATE_LIMIT: '5' };
+    expect(
+      parseServeArgs(
+        [
+          '--max-sessions-per-owner',
+          '10',
+          '--max-running-runs-per-owner',
+          '2',
+          '--max-concurrent-runs',
+          '4',
+          '--rate-burst',
+          '20',
+          '--approval-timeout-ms',
+          '60000',
+          '--max-request-tokens',
+          '8000',
+          '--model-max-retries',
+          '0',
+        ],
+        env,
+      ),
+    ).toMatchObject({
+      retentionDays: 30,
+      maxSessionsPerOwner: 10,
+      maxRunningRunsPerOwner: 2,
+      maxConcurrentRuns: 4,
+      rateLimitPerSecond: 5,
+      rateLimitBurst: 20,
+      approvalTimeoutMs: 60_000,
+      maxRequestTokens: 8_000,
+      modelMaxRetries: 0,
+    });
+    expect(() => parseServeArgs(['--retention-days', '0'], {})).toThrow(/`retention-days`/);
+    expect(() => parseServeArgs(['--rate-limit', 'x'], {})).toThrow(/`rate-limit`/);
+  });
+
   it.each<[string[], Record<string, string>, RegExp]>([
     [['--port', '70000'], {}, /`port` to be an integer from 0 to 65535/],
     [[], { RUNPLANE_GRACE_MS: '-1' }, /`grace-ms`/],

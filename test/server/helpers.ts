@@ -20,6 +20,7 @@ import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
 import { createSqliteSessionRecords } from '../../src/stores/sqlite/session-records.js';
 import { createSqliteSessionStore } from '../../src/stores/sqlite/session-store.js';
+import { createSqliteSessionPurge } from '../../src/stores/sqlite/session-purge.js';
 
 export const ALICE = 'alice-token-1';
 export const BOB = 'bob-token-22';
@@ -43,6 +44,13 @@ export interface TestServiceOptions {
   readonly wrapEventLog?: (log: EventLog) => EventLog;
   /** Serve the live timeline (`/inspect`) from this hub. */
   readonly timeline?: TimelineHub;
+  readonly maxSessionsPerOwner?: number;
+  readonly rateLimit?: { perSecond: number; burst: number };
+  readonly approvalTimeoutMs?: number;
+  readonly onSessionDeleted?: (key: { ownerId: string; sessionId: string }) => void;
+  /** Runtime-wide run caps. */
+  readonly maxConcurrentRuns?: number;
+  readonly maxRunningRunsPerOwner?: number;
 }
 
 /** The service on a fresh SQLite file and a simulated clock. */
@@ -63,6 +71,8 @@ export function createTestService(options: TestServiceOptions = {}) {
     },
     reportError: (error) => reported.push(error),
     inspect: options.timeline?.inspect,
+    maxConcurrentRuns: options.maxConcurrentRuns,
+    maxRunningRunsPerOwner: options.maxRunningRunsPerOwner,
   });
   const runs = createSqliteRunRecords({ database: db });
   const sessions = createSqliteSessionRecords({ database: db });
@@ -92,6 +102,10 @@ export function createTestService(options: TestServiceOptions = {}) {
     idempotencyKeys: createSqliteIdempotencyKeys({ database: db }),
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
+    maxSessionsPerOwner: options.maxSessionsPerOwner,
+    rateLimit: options.rateLimit,
+    approvalTimeoutMs: options.approvalTimeoutMs,
+    onSessionDeleted: options.onSessionDeleted,
   });
 
   const request = (
@@ -168,6 +182,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     }
     await done;
     service.closeStreams();
+    service.close();
     sqliteLog.close();
     db.close();
     rmSync(dir, { recursive: true, force: true });
@@ -177,8 +192,21 @@ export function createTestService(options: TestServiceOptions = {}) {
   const countRows = (table: string): number =>
     (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
 
+  /** How many rows of `table` belong to a session (alice's unless told). */
+  const countSessionRows = (table: string, sessionId: string, ownerId = 'alice'): number =>
+    (
+      db
+        .prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE owner_id = ? AND session_id = ?`)
+        .get(ownerId, sessionId) as { n: number }
+    ).n;
+
   return {
     dir,
+    sqliteLog,
+    countSessionRows,
+    /** The purge of the test database, forgetting purged sessions in the event log. */
+    sessionPurge: () =>
+      createSqliteSessionPurge({ database: db, onPurged: (key) => sqliteLog.forget(key) }),
     /** Another handle on the idempotency keys of the test database. */
     idempotencyKeys: () => createSqliteIdempotencyKeys({ database: db }),
     countRows,

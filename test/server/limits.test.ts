@@ -79,15 +79,15 @@ describe('methods', () => {
   it('answers 405 method_not_allowed with Allow for a known path, 404 for an unknown one', async () => {
     t = createTestService();
     const id = await t.createSession();
-    const deleted = await t.request('DELETE', `/api/sessions/${id}`);
-    await expectError(deleted, 405, 'method_not_allowed');
-    expect(deleted.headers.get('allow')).toBe('GET, PATCH');
+    const replaced = await t.request('PUT', `/api/sessions/${id}`, { body: {} });
+    await expectError(replaced, 405, 'method_not_allowed');
+    expect(replaced.headers.get('allow')).toBe('GET, DELETE, PATCH');
     const put = await t.request('PUT', `/api/sessions/${id}/events`, { body: {} });
     await expectError(put, 405, 'method_not_allowed');
     expect(put.headers.get('allow')).toBe('POST, GET');
     await expectError(await t.request('GET', '/api/nothing-here'), 404, 'not_found');
     // Authentication still comes first.
-    await expectError(await t.request('DELETE', `/api/sessions/${id}`, { token: null }), 401);
+    await expectError(await t.request('PUT', `/api/sessions/${id}`, { token: null }), 401);
   });
 });
 
@@ -171,8 +171,15 @@ describe('malformed input never answers 500', () => {
       ['GET', `${events}?limit=1e3`, undefined],
       ['GET', `${events}/stream?after=%F0%9F%92%A9`, undefined],
       ['GET', `${events}/stream`, undefined, { 'last-event-id': '-5' }],
-      ['DELETE', `/api/sessions/${id}`, undefined],
+      ['PUT', `/api/sessions/${id}`, undefined],
       ['PUT', events, '{}'],
+      ['GET', '/api/sessions?after=zzz', undefined],
+      ['GET', '/api/sessions?after=1.x&after=2.y', undefined],
+      ['GET', '/api/sessions?limit=0', undefined],
+      ['GET', '/api/sessions?limit=101', undefined],
+      ['GET', '/api/sessions?cursor=1', undefined],
+      ['DELETE', '/api/sessions/%00', undefined],
+      ['DELETE', `/api/sessions/${'x'.repeat(5000)}`, undefined],
     ];
     for (const [method, path, body, headers] of cases) {
       const response = await t.request(method, path, { body, headers });

@@ -106,6 +106,7 @@ describe('sessions', () => {
       session_id: expect.stringMatching(/^[\w-]{21}$/) as string,
       strategy: 'enqueue',
       grace_ms: 5000,
+      approval_timeout_ms: 600_000,
       status: 'idle',
       active_run_id: null,
       queued_run_ids: [],

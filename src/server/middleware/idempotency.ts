@@ -159,7 +159,11 @@ export function idempotency(
       const { status } = c.res;
       const body = await c.res.clone().text();
       if (appliedSomething(status, c.error === undefined, body)) {
-        store.complete(ownerId, key, { status, body });
+        store.complete(ownerId, key, {
+          status,
+          body,
+          sessionId: sessionOf(c.req.param('id'), body),
+        });
       } else {
         store.release(ownerId, key);
       }
@@ -168,6 +172,17 @@ export function idempotency(
       settle();
     }
   };
+}
+
+/** The session a request named (`:id`) or created (the answer's `session_id`), if any. */
+function sessionOf(param: string | undefined, body: string): string | undefined {
+  if (param !== undefined) return param;
+  try {
+    const parsed = JSON.parse(body) as { session_id?: unknown };
+    return typeof parsed.session_id === 'string' ? parsed.session_id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -6,6 +6,7 @@
 import { Hono } from 'hono';
 import type { Runtime } from '../../runtime/create-runtime.js';
 import type { RunRecord, RunRecords } from '../../stores/run-records.js';
+import type { SessionRecords } from '../../stores/session-records.js';
 import { HttpError } from '../http-error.js';
 import { maxIdLength } from '../middleware/find-session.js';
 import type { ServiceEnv } from '../service-env.js';
@@ -15,6 +16,8 @@ export interface RunRoutesOptions {
   readonly runtime: Runtime;
   /** Where runs are recorded. */
   readonly runs: RunRecords;
+  /** Where sessions are kept: a run of a deleted session is not found. */
+  readonly sessions: SessionRecords;
 }
 
 const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
@@ -36,12 +39,12 @@ const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
  * @returns the route as a Hono app
  */
 export function runRoutes(options: RunRoutesOptions): Hono<ServiceEnv> {
-  const { runtime, runs } = options;
+  const { runtime, runs, sessions } = options;
   const app = new Hono<ServiceEnv>();
   app.get('/api/runs/:id', (c) => {
     const runId = c.req.param('id');
     const found = runId.length <= maxIdLength ? runs.get(c.get('ownerId'), runId) : undefined;
-    if (found === undefined) {
+    if (found === undefined || sessions.get(found.ownerId, found.sessionId) === undefined) {
       throw new HttpError('not_found', `run ${JSON.stringify(runId)} was not found`);
     }
     const live = runtime.runs.find(found.ownerId, found.sessionId, found.runId);

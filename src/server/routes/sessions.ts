@@ -1,5 +1,6 @@
 /**
- * Session routes: `POST /api/sessions`, `GET` and `PATCH /api/sessions/:id`.
+ * Session routes: `POST` and `GET /api/sessions`, `GET`, `PATCH` and `DELETE
+ * /api/sessions/:id`.
  *
  * @module
  */
@@ -12,6 +13,7 @@ import { findSession } from '../middleware/find-session.js';
 import type { idempotency } from '../middleware/idempotency.js';
 import { jsonBody } from '../middleware/json-body.js';
 import { parseBody, sessionSettingsSchema } from '../schemas.js';
+import { parseSessionListQuery, toSessionCursor } from '../session-list-query.js';
 import { refuseNewWorkWhileDraining } from '../session-events.js';
 import type { ServiceEnv } from '../service-env.js';
 
@@ -26,6 +28,17 @@ export interface SessionRoutesOptions {
   readonly isDraining: () => boolean;
   /** The `Idempotency-Key` middleware (see `middleware/idempotency.ts`). */
   readonly idempotent: ReturnType<typeof idempotency>;
+  /** Sessions one owner may have; one more is 429 `too_many_sessions`. */
+  readonly maxSessionsPerOwner: number;
+  /** The approval timeout of a session that sets none, in ms. */
+  readonly defaultApprovalTimeoutMs: number;
+  /**
+   * Called once a deleted session has no run left (its runs were cancelled and settled): its
+   * data can go (`data-sweeper.ts`).
+   */
+  readonly onSessionDeleted: (key: { ownerId: string; sessionId: string }) => void;
+  /** Marks a session whose runs are settling after its deletion (the sweep leaves it alone). */
+  readonly settling: Set<string>;
 }
 
 /**
@@ -48,6 +61,7 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
       session_id: session.sessionId,
       strategy: session.strategy,
       grace_ms: session.graceMs,
+      approval_timeout_ms: session.approvalTimeoutMs ?? options.defaultApprovalTimeoutMs,
       status: activeRunId !== null ? 'running' : queued.length > 0 ? 'queued' : 'idle',
       active_run_id: activeRunId,
       queued_run_ids: queued,
@@ -70,11 +84,19 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     options.idempotent,
     (c) => {
       const settings = parseBody(sessionSettingsSchema, c.get('body'), 'body');
+      const ownerId = c.get('ownerId');
+      if (sessions.count(ownerId) >= options.maxSessionsPerOwner) {
+        throw new HttpError(
+          'too_many_sessions',
+          `expected at most ${options.maxSessionsPerOwner} sessions per owner; delete one first`,
+        );
+      }
       const created = sessions.create({
-        ownerId: c.get('ownerId'),
+        ownerId,
         sessionId: nanoid(),
         strategy: settings.strategy ?? 'enqueue',
         graceMs: settings.grace_ms ?? defaultGraceMs,
+        approvalTimeoutMs: settings.approval_timeout_ms,
         at: clock.now(),
       });
       if (created === undefined) throw new HttpError('internal', 'a session id collided');
@@ -82,18 +104,68 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     },
   );
 
+  app.get('/api/sessions', (c) => {
+    const { after, limit } = parseSessionListQuery(c.req.queries());
+    const ownerId = c.get('ownerId');
+    const page = sessions.list(ownerId, { after, limit: limit + 1 });
+    const shown = page.slice(0, limit);
+    const last = shown.at(-1);
+    return c.json({
+      sessions: shown.map((session) => ({
+        session_id: session.sessionId,
+        created_at: session.createdAt,
+        updated_at: session.updatedAt,
+        last_seq: runtime.eventLog.lastSeq({}, { ownerId, sessionId: session.sessionId }),
+      })),
+      next_after: page.length > limit && last !== undefined ? toSessionCursor(last) : null,
+      has_more: page.length > limit,
+    });
+  });
+
   app.get('/api/sessions/:id', findSession(sessions), (c) => c.json(sessionJson(c.get('session'))));
+
+  app.delete('/api/sessions/:id', findSession(sessions), async (c) => {
+    const { ownerId, sessionId } = c.get('session');
+    // The mark first: from here on every request for the session is 404, so no run can join.
+    if (!sessions.markDeleted(ownerId, sessionId, clock.now())) {
+      throw new HttpError('not_found', `session ${JSON.stringify(sessionId)} was not found`);
+    }
+    const key = { ownerId, sessionId };
+    const settlingKey = JSON.stringify([ownerId, sessionId]);
+    options.settling.add(settlingKey);
+    try {
+      const handle = runtime.session(ownerId, sessionId);
+      handle.cancelAll({ includeActive: true });
+      // Bounded by the runtime's unwindTimeoutMs: an agent that ignores its signal is abandoned.
+      await handle.onIdle();
+    } finally {
+      options.settling.delete(settlingKey);
+    }
+    options.onSessionDeleted(key);
+    return c.body(null, 204);
+  });
 
   app.patch('/api/sessions/:id', findSession(sessions), jsonBody(), (c) => {
     const session = c.get('session');
     const settings = parseBody(sessionSettingsSchema, c.get('body'), 'body');
-    if (settings.strategy === undefined && settings.grace_ms === undefined) {
-      throw new HttpError('invalid_body', 'expected the body to set `strategy` or `grace_ms`');
+    if (
+      settings.strategy === undefined &&
+      settings.grace_ms === undefined &&
+      settings.approval_timeout_ms === undefined
+    ) {
+      throw new HttpError(
+        'invalid_body',
+        'expected the body to set `strategy`, `grace_ms` or `approval_timeout_ms`',
+      );
     }
     const updated = sessions.update(
       session.ownerId,
       session.sessionId,
-      { strategy: settings.strategy, graceMs: settings.grace_ms },
+      {
+        strategy: settings.strategy,
+        graceMs: settings.grace_ms,
+        approvalTimeoutMs: settings.approval_timeout_ms,
+      },
       clock.now(),
     );
     if (updated === undefined) throw new HttpError('not_found', 'the session was not found');

@@ -37,6 +37,26 @@ const storeFailed = (operation: string, cause: unknown): RunplaneError =>
   );
 
 /**
+ * @internal The `attempt(operation, fn)` of one store: runs `fn`, turning what it throws into
+ * a {@link RunplaneError} (`STORE_FAILED`) that names the store and the operation.
+ *
+ * @param subject - the store, e.g. `'session records'`
+ */
+export function storeOperations(subject: string) {
+  return <T>(operation: string, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (error) {
+      throw new RunplaneError(
+        'STORE_FAILED',
+        `${subject} ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
+    }
+  };
+}
+
+/**
  * Opens (creating when missing) a SQLite database for runplane's stores.
  *
  * @remarks Sets `journal_mode = WAL` (readers never block the writer), `synchronous = NORMAL`

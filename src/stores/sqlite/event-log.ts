@@ -52,6 +52,11 @@ const defaultTailBytes = 8 * 1024 * 1024;
 export interface SqliteEventLog extends EventLog {
   /** Ends every `follow` iterator and closes the database when the log opened it. */
   close(): void;
+  /**
+   * Forgets what the log holds in memory of a session whose rows were deleted (its tail and
+   * `seq`; see `createSqliteSessionPurge`), and ends the session's `follow` iterators.
+   */
+  forget(key: SessionKey): void;
 }
 
 /** The schema of the event log. */
@@ -111,6 +116,8 @@ interface SessionState {
   /** The sum of `tailSizes`. */
   tailBytes: number;
   readonly waiters: Set<() => void>;
+  /** The session's rows were deleted: its followers end. */
+  gone: boolean;
 }
 
 const keyOf = (key: SessionKey) => `${key.ownerId}\u0000${key.sessionId}`;
@@ -295,7 +302,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
     } catch (error) {
       throw storeFailed('lastSeq', error);
     }
-    state = { lastSeq, tail: [], tailSizes: [], tailBytes: 0, waiters: new Set() };
+    state = { lastSeq, tail: [], tailSizes: [], tailBytes: 0, waiters: new Set(), gone: false };
     states.set(k, state);
     // Forget the least recent sessions nobody waits on; their state is reloaded from the table.
     if (states.size > tailSessions) {
@@ -476,6 +483,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
         const current = stateOf(key);
         if (current.lastSeq > after) continue;
         await nextAppend(current, signal);
+        if (current.gone) return;
       }
     },
 
@@ -489,6 +497,16 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
 
     lastSeq(_ctx, key) {
       return stateOf(key).lastSeq;
+    },
+
+    forget(key) {
+      const k = keyOf(key);
+      const state = states.get(k);
+      if (state === undefined) return;
+      states.delete(k);
+      dropTail(state);
+      state.gone = true;
+      for (const wake of [...state.waiters]) wake();
     },
 
     close() {

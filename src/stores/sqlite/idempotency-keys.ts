@@ -5,9 +5,8 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { RunplaneError } from '../../errors.js';
 import type { IdempotencyClaim, IdempotencyKeys } from '../idempotency-keys.js';
-import { applySqliteMigrations, type SqliteMigration } from './database.js';
+import { applySqliteMigrations, storeOperations, type SqliteMigration } from './database.js';
 
 /** The schema of the idempotency keys. */
 export const idempotencyKeyMigrations: readonly SqliteMigration[] = [
@@ -29,6 +28,15 @@ export const idempotencyKeyMigrations: readonly SqliteMigration[] = [
       CREATE INDEX runplane_idempotency_keys_by_created ON runplane_idempotency_keys (created_at);
     `,
   },
+  {
+    // The session an answered key belongs to: deleting the session deletes its keys.
+    id: 'idempotency-keys/2',
+    sql: `
+      ALTER TABLE runplane_idempotency_keys ADD COLUMN session_id TEXT;
+      CREATE INDEX runplane_idempotency_keys_by_session
+        ON runplane_idempotency_keys (owner_id, session_id) WHERE session_id IS NOT NULL;
+    `,
+  },
 ];
 
 interface KeyRow {
@@ -41,17 +49,7 @@ interface KeyRow {
 /** Expired keys of other owners deleted by one `begin`, at most (the sweep stays short). */
 const sweepBatch = 100;
 
-const attempt = <T>(operation: string, fn: () => T): T => {
-  try {
-    return fn();
-  } catch (error) {
-    throw new RunplaneError(
-      'STORE_FAILED',
-      `idempotency keys ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
-  }
-};
+const attempt = storeOperations('idempotency keys');
 
 /**
  * Creates the idempotency keys on an open database (see `openSqliteDatabase`).
@@ -61,7 +59,7 @@ const attempt = <T>(operation: string, fn: () => T): T => {
  *
  * @param options - `database`: the open database (never closed by the store)
  * @returns the {@link IdempotencyKeys}
- * @throws {@link RunplaneError} (`STORE_FAILED`) when the migration fails; every method throws
+ * @throws `RunplaneError` (`STORE_FAILED`) when the migration fails; every method throws
  *   it when a statement fails
  * @example
  * ```ts
@@ -94,8 +92,8 @@ export function createSqliteIdempotencyKeys(options: {
   const relock = db.prepare<[number, string, string]>(
     'UPDATE runplane_idempotency_keys SET locked_until = ? WHERE owner_id = ? AND key = ?',
   );
-  const answer = db.prepare<[number, string, string, string]>(
-    `UPDATE runplane_idempotency_keys SET status = ?, body = ?
+  const answer = db.prepare<[number, string, string | null, string, string]>(
+    `UPDATE runplane_idempotency_keys SET status = ?, body = ?, session_id = ?
      WHERE owner_id = ? AND key = ? AND status IS NULL`,
   );
   const remove = db.prepare<[string, string]>(
@@ -134,7 +132,9 @@ export function createSqliteIdempotencyKeys(options: {
   return {
     begin: (request): IdempotencyClaim => attempt('begin', () => begin.immediate(request)),
     complete(ownerId, key, stored) {
-      attempt('complete', () => answer.run(stored.status, stored.body, ownerId, key));
+      attempt('complete', () =>
+        answer.run(stored.status, stored.body, stored.sessionId ?? null, ownerId, key),
+      );
     },
     release(ownerId, key) {
       attempt('release', () => remove.run(ownerId, key));

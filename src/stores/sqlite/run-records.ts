@@ -29,6 +29,11 @@ export const runRecordMigrations: readonly SqliteMigration[] = [
         WHERE status IN ('CREATED', 'QUEUED', 'RUNNING');
     `,
   },
+  {
+    // A session's runs, for its deletion and for retention (`session-purge.ts`).
+    id: 'run-records/2',
+    sql: `CREATE INDEX runplane_runs_by_session ON runplane_runs (owner_id, session_id);`,
+  },
 ];
 
 interface RunRow {

@@ -5,9 +5,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { SessionStrategy } from '../../../machines/session.machine.js';
-import { RunplaneError } from '../../errors.js';
-import type { SessionRecord, SessionRecords } from '../session-records.js';
-import { applySqliteMigrations, type SqliteMigration } from './database.js';
+import type { SessionCursor, SessionRecord, SessionRecords } from '../session-records.js';
+import { applySqliteMigrations, storeOperations, type SqliteMigration } from './database.js';
 
 /** The schema of the session records. */
 export const sessionRecordMigrations: readonly SqliteMigration[] = [
@@ -25,6 +24,19 @@ export const sessionRecordMigrations: readonly SqliteMigration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // Deletion is a mark first (the session is gone for every request at once), then a purge
+    // in batches (`session-purge.ts`); the list is read newest first through an index.
+    id: 'session-records/2',
+    sql: `
+      ALTER TABLE runplane_sessions ADD COLUMN deleted_at INTEGER;
+      ALTER TABLE runplane_sessions ADD COLUMN approval_timeout_ms INTEGER;
+      CREATE INDEX runplane_sessions_by_age ON runplane_sessions (owner_id, created_at, session_id)
+        WHERE deleted_at IS NULL;
+      CREATE INDEX runplane_sessions_deleted ON runplane_sessions (deleted_at)
+        WHERE deleted_at IS NOT NULL;
+    `,
+  },
 ];
 
 interface SessionRow {
@@ -32,6 +44,7 @@ interface SessionRow {
   session_id: string;
   strategy: string;
   grace_ms: number;
+  approval_timeout_ms: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -41,28 +54,19 @@ const toRecord = (row: SessionRow): SessionRecord => ({
   sessionId: row.session_id,
   strategy: row.strategy as SessionStrategy,
   graceMs: row.grace_ms,
+  approvalTimeoutMs: row.approval_timeout_ms ?? undefined,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
 
-const attempt = <T>(operation: string, fn: () => T): T => {
-  try {
-    return fn();
-  } catch (error) {
-    throw new RunplaneError(
-      'STORE_FAILED',
-      `session records ${operation} failed: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
-  }
-};
+const attempt = storeOperations('session records');
 
 /**
  * Creates the session records on an open database (see `openSqliteDatabase`).
  *
  * @param options - `database`: the open database (never closed by the records)
  * @returns the {@link SessionRecords}
- * @throws {@link RunplaneError} (`STORE_FAILED`) when the migration fails; every method throws
+ * @throws `RunplaneError` (`STORE_FAILED`) when the migration fails; every method throws
  *   it when a statement fails
  * @example
  * ```ts
@@ -75,23 +79,59 @@ export function createSqliteSessionRecords(options: {
 }): SessionRecords {
   const db = options.database;
   applySqliteMigrations(db, sessionRecordMigrations);
-  const insert = db.prepare<[string, string, string, number, number, number], SessionRow>(
-    `INSERT INTO runplane_sessions (owner_id, session_id, strategy, grace_ms, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+  const insert = db.prepare<
+    [string, string, string, number, number | null, number, number],
+    SessionRow
+  >(
+    `INSERT INTO runplane_sessions
+       (owner_id, session_id, strategy, grace_ms, approval_timeout_ms, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
   );
   const select = db.prepare<[string, string], SessionRow>(
-    'SELECT * FROM runplane_sessions WHERE owner_id = ? AND session_id = ?',
+    'SELECT * FROM runplane_sessions WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL',
   );
-  const update = db.prepare<[string | null, number | null, number, string, string], SessionRow>(
+  const update = db.prepare<
+    [string | null, number | null, number | null, number, string, string],
+    SessionRow
+  >(
     `UPDATE runplane_sessions
-     SET strategy = coalesce(?, strategy), grace_ms = coalesce(?, grace_ms), updated_at = ?
-     WHERE owner_id = ? AND session_id = ? RETURNING *`,
+     SET strategy = coalesce(?, strategy), grace_ms = coalesce(?, grace_ms),
+         approval_timeout_ms = coalesce(?, approval_timeout_ms), updated_at = ?
+     WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL RETURNING *`,
   );
+  const selectFirstPage = db.prepare<[string, number], SessionRow>(
+    `SELECT * FROM runplane_sessions WHERE owner_id = ? AND deleted_at IS NULL
+     ORDER BY created_at DESC, session_id DESC LIMIT ?`,
+  );
+  const selectPage = db.prepare<[string, number, number, string, number], SessionRow>(
+    `SELECT * FROM runplane_sessions WHERE owner_id = ? AND deleted_at IS NULL
+       AND (created_at < ? OR (created_at = ? AND session_id < ?))
+     ORDER BY created_at DESC, session_id DESC LIMIT ?`,
+  );
+  const countLive = db.prepare<[string], { n: number }>(
+    'SELECT COUNT(*) AS n FROM runplane_sessions WHERE owner_id = ? AND deleted_at IS NULL',
+  );
+  const markDeleted = db.prepare<[number, string, string]>(
+    `UPDATE runplane_sessions SET deleted_at = ?
+     WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL`,
+  );
+  const page = (ownerId: string, after: SessionCursor | undefined, limit: number) =>
+    after === undefined
+      ? selectFirstPage.all(ownerId, limit)
+      : selectPage.all(ownerId, after.createdAt, after.createdAt, after.sessionId, limit);
 
   return {
-    create({ ownerId, sessionId, strategy, graceMs, at }) {
+    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, at }) {
       return attempt('create', () => {
-        const row = insert.get(ownerId, sessionId, strategy, graceMs, at, at);
+        const row = insert.get(
+          ownerId,
+          sessionId,
+          strategy,
+          graceMs,
+          approvalTimeoutMs ?? null,
+          at,
+          at,
+        );
         return row === undefined ? undefined : toRecord(row);
       });
     },
@@ -106,12 +146,22 @@ export function createSqliteSessionRecords(options: {
         const row = update.get(
           changes.strategy ?? null,
           changes.graceMs ?? null,
+          changes.approvalTimeoutMs ?? null,
           at,
           ownerId,
           sessionId,
         );
         return row === undefined ? undefined : toRecord(row);
       });
+    },
+    list(ownerId, { after, limit }) {
+      return attempt('list', () => page(ownerId, after, limit).map(toRecord));
+    },
+    count(ownerId) {
+      return attempt('count', () => countLive.get(ownerId)?.n ?? 0);
+    },
+    markDeleted(ownerId, sessionId, at) {
+      return attempt('markDeleted', () => markDeleted.run(at, ownerId, sessionId).changes > 0);
     },
   };
 }

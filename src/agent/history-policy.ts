@@ -1,0 +1,231 @@
+/**
+ * The ReAct agent's bounded model context (docs/architecture.md, "Agents"): every model request
+ * fits a token budget, estimated locally (no network, no tokenizer download). Older turns of
+ * the session are dropped, or folded into one summary message; long tool results are cut with
+ * a marker. The stored history is never changed: only what one request sends.
+ *
+ * @module
+ */
+import { z } from 'zod';
+import type { ChatMessage, ToolMessage } from './messages.js';
+
+/** How a ReAct agent fits its requests to the model's context (`createReActAgent`'s `context`). */
+export interface HistoryPolicy {
+  /**
+   * The token budget of one model request: instructions, the kept history and the current
+   * turn together, as {@link HistoryPolicy.countTokens} estimates them. The current turn (the
+   * user's message and what this run produced) is always sent; older turns fill what is left,
+   * newest first. A positive integer. @default 24000
+   */
+  readonly maxRequestTokens?: number;
+  /**
+   * A tool result longer than this many tokens is cut to it, ending with the marker
+   * `[… truncated by runplane: N of M tokens kept]`. A positive integer. @default 4000
+   */
+  readonly maxToolResultTokens?: number;
+  /**
+   * What becomes of the older turns that do not fit: `summary` folds them into one system
+   * message after the instructions (each turn's user message and final reply, shortened, newest
+   * kept first; at most an eighth of the budget), `drop` leaves them out. @default 'summary'
+   */
+  readonly overflow?: 'summary' | 'drop';
+  /**
+   * Counts the tokens of a text. The default, {@link estimateTokens}, needs no tokenizer; pass
+   * an exact one (e.g. `js-tiktoken`'s `encode(text).length`) for a tight budget.
+   */
+  readonly countTokens?: (text: string) => number;
+}
+
+/** @internal The schema of {@link HistoryPolicy}. */
+export const historyPolicySchema = z.strictObject({
+  maxRequestTokens: z
+    .number({ error: 'a positive integer' })
+    .int({ error: 'a positive integer' })
+    .positive({ error: 'a positive integer' })
+    .optional(),
+  maxToolResultTokens: z
+    .number({ error: 'a positive integer' })
+    .int({ error: 'a positive integer' })
+    .positive({ error: 'a positive integer' })
+    .optional(),
+  overflow: z.enum(['summary', 'drop'], { error: "one of 'summary', 'drop'" }).optional(),
+  countTokens: z
+    .custom<(text: string) => number>((value) => typeof value === 'function', {
+      error: 'a function of a text to a number of tokens',
+    })
+    .optional(),
+});
+
+/** What one message costs beyond its text (role, separators), in tokens. */
+const messageOverheadTokens = 4;
+/** The longest excerpt of a message in the summary, in characters. */
+const summaryExcerptChars = 120;
+
+/**
+ * Estimates the tokens of a text without a tokenizer: a quarter of its ASCII characters plus
+ * one per other character (BPE tokenizers spend about four ASCII characters a token, and about
+ * one token or more on a CJK character), so the estimate errs high rather than low.
+ *
+ * @param text - any text
+ * @returns the estimated number of tokens, at least 0
+ */
+export function estimateTokens(text: string): number {
+  let ascii = 0;
+  let other = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text.charCodeAt(i) < 128) ascii++;
+    else other++;
+  }
+  return Math.ceil(ascii / 4) + other;
+}
+
+/** What {@link fitRequest} did to one request. */
+export interface FittedRequest {
+  /** The messages to send. */
+  readonly messages: ChatMessage[];
+  /** The estimated tokens of `messages`. */
+  readonly tokens: number;
+  /** Turns of the history left out (folded into the summary, or dropped). */
+  readonly omittedTurns: number;
+  /** Tool results cut to `maxToolResultTokens`. */
+  readonly truncatedResults: number;
+}
+
+/**
+ * @internal Builds one model request within the policy's budget.
+ *
+ * @param parts - `instructions` (sent first, always), `past` (the session's history, oldest
+ *   first), `current` (this run's messages, always sent)
+ * @param policy - the {@link HistoryPolicy}
+ * @returns the request and what was left out
+ */
+export function fitRequest(
+  parts: {
+    readonly instructions: readonly ChatMessage[];
+    readonly past: readonly ChatMessage[];
+    readonly current: readonly ChatMessage[];
+  },
+  policy: HistoryPolicy = {},
+): FittedRequest {
+  const count = policy.countTokens ?? estimateTokens;
+  const budget = policy.maxRequestTokens ?? 24_000;
+  const maxResult = policy.maxToolResultTokens ?? 4_000;
+  let truncatedResults = 0;
+  const shorten = (message: ChatMessage): ChatMessage => {
+    if (message.role !== 'tool') return message;
+    const cut = truncateToolResult(message, maxResult, count);
+    if (cut !== message) truncatedResults++;
+    return cut;
+  };
+  const costOf = (message: ChatMessage): number =>
+    messageOverheadTokens +
+    count(message.content) +
+    (message.role === 'assistant'
+      ? (message.toolCalls ?? []).reduce((sum, call) => sum + count(call.name + call.arguments), 0)
+      : 0);
+  const sum = (messages: readonly ChatMessage[]) =>
+    messages.reduce((total, message) => total + costOf(message), 0);
+
+  const current = parts.current.map(shorten);
+  const fixed = sum(parts.instructions) + sum(current);
+  const turns = splitTurns(parts.past.map(shorten));
+  const costs = turns.map(sum);
+  /** How many of the newest turns fit in `room`. */
+  const fitting = (room: number): number => {
+    let used = 0;
+    let kept = 0;
+    for (let i = turns.length - 1; i >= 0; i--) {
+      used += costs[i] ?? 0;
+      if (used > room) break;
+      kept++;
+    }
+    return kept;
+  };
+  let kept = fitting(budget - fixed);
+  let summary: ChatMessage | undefined;
+  if (kept < turns.length && (policy.overflow ?? 'summary') === 'summary') {
+    const reserve = Math.min(Math.floor(budget / 8), Math.max(0, budget - fixed));
+    kept = fitting(budget - fixed - reserve);
+    summary = summarize(turns.slice(0, turns.length - kept), reserve, count);
+  }
+  const messages = [
+    ...parts.instructions,
+    ...(summary === undefined ? [] : [summary]),
+    ...turns.slice(turns.length - kept).flat(),
+    ...current,
+  ];
+  return {
+    messages,
+    tokens: sum(messages),
+    omittedTurns: turns.length - kept,
+    truncatedResults,
+  };
+}
+
+/** Splits a history into turns: each starts at a user message that is not a hint. */
+function splitTurns(history: readonly ChatMessage[]): ChatMessage[][] {
+  const turns: ChatMessage[][] = [];
+  for (const message of history) {
+    const last = turns.at(-1);
+    if (last === undefined || (message.role === 'user' && message.hintId === undefined)) {
+      turns.push([message]);
+    } else {
+      last.push(message);
+    }
+  }
+  return turns;
+}
+
+/** A tool result cut to `maxTokens`, with the marker; the message itself when it fits. */
+function truncateToolResult(
+  message: ToolMessage,
+  maxTokens: number,
+  count: (text: string) => number,
+): ToolMessage {
+  const total = count(message.content);
+  if (total <= maxTokens) return message;
+  let chars = Math.floor((message.content.length * maxTokens) / total);
+  let head = message.content.slice(0, chars);
+  while (chars > 0 && count(head) > maxTokens) {
+    chars = Math.floor(chars * 0.9);
+    head = message.content.slice(0, chars);
+  }
+  return {
+    ...message,
+    content: `${head}\n[… truncated by runplane: ${count(head)} of ${total} tokens kept]`,
+  };
+}
+
+/**
+ * One system message that stands for `turns`: per turn, the user's message and the final
+ * reply, shortened; the newest turns are kept first when `maxTokens` is short.
+ */
+function summarize(
+  turns: readonly ChatMessage[][],
+  maxTokens: number,
+  count: (text: string) => number,
+): ChatMessage | undefined {
+  const excerpt = (text: string) =>
+    text.length <= summaryExcerptChars ? text : `${text.slice(0, summaryExcerptChars).trimEnd()}…`;
+  const header = `Summary of the ${turns.length} earliest turn(s) of this conversation, left out to fit the model's context:`;
+  const lines: string[] = [];
+  let used = messageOverheadTokens + count(header);
+  for (let i = turns.length - 1; i >= 0; i--) {
+    const turn = turns[i] ?? [];
+    const asked = turn.find((m) => m.role === 'user');
+    const answered = turn.findLast((m) => m.role === 'assistant' && m.content !== '');
+    const line = [
+      asked === undefined ? undefined : `- user: ${excerpt(asked.content)}`,
+      answered === undefined ? undefined : `  assistant: ${excerpt(answered.content)}`,
+    ]
+      .filter((part) => part !== undefined)
+      .join('\n');
+    if (line === '') continue;
+    const cost = count(line) + 1;
+    if (used + cost > maxTokens) break;
+    used += cost;
+    lines.unshift(line);
+  }
+  if (lines.length === 0) return undefined;
+  return { role: 'system', content: [header, ...lines].join('\n') };
+}

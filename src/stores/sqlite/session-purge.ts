@@ -1,0 +1,135 @@
+/**
+ * Deleting a session's data from the one SQLite database of `runplane serve`, in small
+ * batches: its event log, history, hints, run records, idempotency keys, then its record
+ * (docs/architecture.md, "Data lifecycle").
+ *
+ * @remarks better-sqlite3 is synchronous, so a long delete would hold the event loop (and
+ * every request) for its whole length. Each {@link SqliteSessionPurge.purgeStep} deletes at
+ * most `batchSize` rows of one table in one transaction; the caller yields between steps
+ * (`src/server/data-sweeper.ts`).
+ *
+ * @module
+ */
+import type Database from 'better-sqlite3';
+import { InvalidArgumentError } from '../../errors.js';
+import { storeOperations } from './database.js';
+import type { SessionKey } from '../../events/event-log.js';
+
+/** Options of {@link createSqliteSessionPurge}. */
+export interface SqliteSessionPurgeOptions {
+  /**
+   * The open database, on which the event log, session store, inbox, session records, run
+   * records and idempotency keys were created (their tables must exist).
+   */
+  readonly database: Database.Database;
+  /** The session store's table (`createSqliteSessionStore`'s `table`). @default 'runplane_session_messages' */
+  readonly sessionMessagesTable?: string;
+  /** Called once a session's rows are all gone (e.g. the event log's `forget`). */
+  readonly onPurged?: (key: SessionKey) => void;
+}
+
+/** A session's data, deleted step by step. */
+export interface SqliteSessionPurge {
+  /** Sessions marked deleted whose data is not gone yet, earliest deletion first. @returns at most `limit` */
+  deleted(limit: number): SessionKey[];
+  /**
+   * Live sessions with no activity since `before` (clock ms: neither an event nor a settings
+   * change) and no unfinished run recorded: what retention deletes. @returns at most `limit`
+   */
+  idleSince(before: number, limit: number): SessionKey[];
+  /**
+   * Deletes at most `batchSize` rows of a deleted session (one table, one transaction); the
+   * session record goes last. @returns `true` once nothing of the session is left
+   */
+  purgeStep(key: SessionKey, batchSize: number): boolean;
+}
+
+const tableName = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * Creates the purge on an open database.
+ *
+ * @param options - {@link SqliteSessionPurgeOptions}
+ * @returns the {@link SqliteSessionPurge}
+ * @throws `RunplaneError` (`STORE_FAILED`) when a statement cannot be prepared (a table is
+ *   missing) or fails
+ * @example
+ * ```ts
+ * const purge = createSqliteSessionPurge({ database, onPurged: (key) => eventLog.forget(key) });
+ * for (const key of purge.deleted(10)) while (!purge.purgeStep(key, 500)) await yieldToRequests();
+ * ```
+ */
+export function createSqliteSessionPurge(options: SqliteSessionPurgeOptions): SqliteSessionPurge {
+  const db = options.database;
+  const messages = options.sessionMessagesTable ?? 'runplane_session_messages';
+  if (!tableName.test(messages)) {
+    throw new InvalidArgumentError(
+      'sessionMessagesTable',
+      `expected \`sessionMessagesTable\` to be an SQL identifier, got ${JSON.stringify(messages)}`,
+    );
+  }
+  const attempt = storeOperations('session purge');
+
+  const statements = attempt('prepare', () => {
+    /** A batched delete of a session's rows of `table` (by the key columns given). */
+    const batch = (table: string, key: string) =>
+      db.prepare<[string, string, string, string, number]>(
+        `DELETE FROM ${table} WHERE owner_id = ? AND session_id = ? AND ${key} IN (
+           SELECT ${key} FROM ${table} WHERE owner_id = ? AND session_id = ? LIMIT ?)`,
+      );
+    return {
+      steps: [
+        batch('runplane_events', 'seq'),
+        batch(messages, 'seq'),
+        batch('runplane_inbox', 'position'),
+        batch('runplane_runs', 'run_id'),
+        batch('runplane_idempotency_keys', 'key'),
+        batch('runplane_event_seqs', 'session_id'),
+      ],
+      record: db.prepare<[string, string]>(
+        'DELETE FROM runplane_sessions WHERE owner_id = ? AND session_id = ? AND deleted_at IS NOT NULL',
+      ),
+      deleted: db.prepare<[number], { owner_id: string; session_id: string }>(
+        `SELECT owner_id, session_id FROM runplane_sessions WHERE deleted_at IS NOT NULL
+         ORDER BY deleted_at LIMIT ?`,
+      ),
+      // A session's last activity: its latest event (one lookup through its high-water mark),
+      // or its last settings change.
+      idle: db.prepare<[number, number], { owner_id: string; session_id: string }>(
+        `SELECT s.owner_id, s.session_id FROM runplane_sessions s
+         LEFT JOIN runplane_event_seqs q ON q.owner_id = s.owner_id AND q.session_id = s.session_id
+         LEFT JOIN runplane_events e
+           ON e.owner_id = q.owner_id AND e.session_id = q.session_id AND e.seq = q.last_seq
+         WHERE s.deleted_at IS NULL AND max(s.updated_at, coalesce(e.at, 0)) < ?
+           AND NOT EXISTS (SELECT 1 FROM runplane_runs r
+             WHERE r.owner_id = s.owner_id AND r.session_id = s.session_id
+               AND r.status IN ('CREATED', 'QUEUED', 'RUNNING'))
+         LIMIT ?`,
+      ),
+    };
+  });
+
+  const step = db.transaction((key: SessionKey, batchSize: number): boolean => {
+    const { ownerId, sessionId } = key;
+    for (const statement of statements.steps) {
+      if (statement.run(ownerId, sessionId, ownerId, sessionId, batchSize).changes > 0)
+        return false;
+    }
+    statements.record.run(ownerId, sessionId);
+    return true;
+  });
+
+  const keys = (rows: Array<{ owner_id: string; session_id: string }>): SessionKey[] =>
+    rows.map((row) => ({ ownerId: row.owner_id, sessionId: row.session_id }));
+
+  return {
+    deleted: (limit) => attempt('deleted', () => keys(statements.deleted.all(limit))),
+    idleSince: (before, limit) =>
+      attempt('idleSince', () => keys(statements.idle.all(before, limit))),
+    purgeStep(key, batchSize) {
+      const done = attempt('purgeStep', () => step.immediate(key, batchSize));
+      if (done) options.onPurged?.(key);
+      return done;
+    },
+  };
+}

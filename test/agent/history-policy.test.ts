@@ -1,0 +1,201 @@
+/**
+ * The ReAct agent's bounded context: a long conversation on a SQLite history stays under the
+ * request budget, measured by a scripted model that counts what it receives; older turns are
+ * folded into a summary (or dropped); long tool results are cut with a marker, while the stored
+ * history keeps everything.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { estimateTokens, fitRequest, type HistoryPolicy } from '../../src/agent/history-policy.js';
+import type { ChatMessage } from '../../src/agent/messages.js';
+import { createReActAgent } from '../../src/agent/react-agent.js';
+import { createScriptedModel, type ScriptEntry } from '../../src/agent/scripted-model.js';
+import { defineTool } from '../../src/agent/tool.js';
+import {
+  createSqliteSessionStore,
+  type SqliteSessionStore,
+} from '../../src/stores/sqlite/session-store.js';
+import { eventsOf, owner, session, setup } from './helpers.js';
+
+let dir: string | undefined;
+let store: SqliteSessionStore | undefined;
+afterEach(() => {
+  store?.close();
+  store = undefined;
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+/** A runtime whose session histories are in a SQLite file. */
+function sqliteSetup() {
+  dir = mkdtempSync(join(tmpdir(), 'runplane-context-'));
+  store = createSqliteSessionStore({ path: join(dir, 'history.db') });
+  return setup({ stores: { sessionStore: store } });
+}
+
+/** The tokens of a request as the default policy counts them (4 a message plus the text). */
+const tokensOf = (messages: readonly ChatMessage[]) =>
+  messages.reduce(
+    (sum, m) =>
+      sum +
+      4 +
+      estimateTokens(m.content) +
+      (m.role === 'assistant'
+        ? (m.toolCalls ?? []).reduce((n, c) => n + estimateTokens(c.name + c.arguments), 0)
+        : 0),
+    0,
+  );
+
+/** A scripted model of `replies` answers that records the tokens and messages of each request. */
+function countingModel(replies: number) {
+  const seen: Array<{ tokens: number; messages: ChatMessage[] }> = [];
+  const entries: ScriptEntry[] = Array.from({ length: replies }, (_, i) => (request) => {
+    seen.push({ tokens: tokensOf(request.messages), messages: request.messages });
+    return { text: `reply ${i}: ${'words of an answer '.repeat(10)}` };
+  });
+  return { model: createScriptedModel(entries), seen };
+}
+
+async function converse(
+  runtime: ReturnType<typeof setup>['runtime'],
+  agent: ReturnType<typeof createReActAgent>,
+  turns: number,
+) {
+  for (let i = 0; i < turns; i++) {
+    const run = runtime.prepare({
+      ownerId: owner,
+      sessionId: session,
+      agent,
+      input: `question ${i}: ${'tell me more about this '.repeat(8)}`,
+    });
+    run.start();
+    expect((await run.result()).reason).toBe('completed');
+  }
+}
+
+describe('a long conversation', () => {
+  it('stays under the request budget: the oldest turns are folded into one summary message', async () => {
+    const { runtime } = sqliteSetup();
+    const { model, seen } = countingModel(30);
+    const policy: HistoryPolicy = { maxRequestTokens: 1_200 };
+    const agent = createReActAgent({ model, instructions: 'Be brief.', historyPolicy: policy });
+    await converse(runtime, agent, 30);
+
+    expect(seen).toHaveLength(30);
+    for (const request of seen) expect(request.tokens).toBeLessThanOrEqual(1_200);
+    // Without the policy the last request would have held the whole conversation.
+    const history = await store?.load({}, { ownerId: owner, sessionId: session });
+    expect(history).toHaveLength(60);
+    expect(tokensOf(history ?? [])).toBeGreaterThan(3_000);
+    const last = seen.at(-1)?.messages ?? [];
+    expect(last[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(last[1]?.role).toBe('system');
+    expect(last[1]?.content).toMatch(/^Summary of the \d+ earliest turn\(s\) of this conversation/);
+    expect(last[1]?.content).toContain('- user: question ');
+    expect(last.at(-1)).toEqual({
+      role: 'user',
+      content: expect.stringMatching(/^question 29:/) as string,
+    });
+    // The newest earlier turn is kept whole, right before the current one.
+    expect(last.at(-3)?.content).toMatch(/^question 28:/);
+    expect(last.at(-2)?.content).toMatch(/^reply 28:/);
+    const trimmed = (await eventsOf(runtime)).filter((e) => e.type === 'agent.context_trimmed');
+    expect(trimmed.length).toBeGreaterThan(0);
+    expect(trimmed.at(-1)?.payload).toMatchObject({ step: 1, truncated_results: 0 });
+    expect(trimmed.at(-1)?.payload.estimated_tokens).toBe(seen.at(-1)?.tokens);
+  });
+
+  it("with overflow 'drop', leaves the oldest turns out without a summary", async () => {
+    const { runtime } = sqliteSetup();
+    const { model, seen } = countingModel(12);
+    const agent = createReActAgent({
+      model,
+      historyPolicy: { maxRequestTokens: 400, overflow: 'drop' },
+    });
+    await converse(runtime, agent, 12);
+    for (const request of seen) {
+      expect(request.tokens).toBeLessThanOrEqual(400);
+      expect(request.messages.some((m) => m.role === 'system')).toBe(false);
+      // Whole turns only: the request starts with a question.
+      expect(request.messages[0]?.content).toMatch(/^question /);
+    }
+    expect(seen.at(-1)?.messages.length).toBeLessThan(23);
+  });
+});
+
+describe('long tool results', () => {
+  it('are cut with a marker in the request; the stored history keeps them whole', async () => {
+    const { runtime } = sqliteSetup();
+    const dump = defineTool({
+      name: 'dump',
+      description: 'Returns a lot of text',
+      parameters: z.object({}),
+      execute: () => 'line of output\n'.repeat(2_000),
+    });
+    const requests: ChatMessage[][] = [];
+    const model = createScriptedModel([
+      { toolCalls: [{ id: 'call_1', name: 'dump', args: {} }] },
+      (request) => {
+        requests.push(request.messages);
+        return { text: 'done' };
+      },
+    ]);
+    const agent = createReActAgent({
+      model,
+      tools: [dump],
+      historyPolicy: { maxToolResultTokens: 100 },
+    });
+    const run = runtime.prepare({ ownerId: owner, sessionId: session, agent, input: 'dump it' });
+    run.start();
+    expect((await run.result()).reply).toBe('done');
+    const sent = requests[0]?.find((m) => m.role === 'tool');
+    expect(estimateTokens(sent?.content ?? '')).toBeLessThan(130);
+    expect(sent?.content).toMatch(/\n\[… truncated by runplane: \d+ of 7500 tokens kept\]$/);
+    const stored = (await store?.load({}, { ownerId: owner, sessionId: session }))?.find(
+      (m) => m.role === 'tool',
+    );
+    expect(stored?.content).toBe('line of output\n'.repeat(2_000));
+    const trimmed = (await eventsOf(runtime)).find((e) => e.type === 'agent.context_trimmed');
+    expect(trimmed?.payload).toMatchObject({ step: 2, omitted_turns: 0, truncated_results: 1 });
+  });
+});
+
+describe('estimateTokens and fitRequest', () => {
+  it('counts a quarter token per ASCII character and one per other character', () => {
+    expect(estimateTokens('')).toBe(0);
+    expect(estimateTokens('abcd')).toBe(1);
+    expect(estimateTokens('abcde')).toBe(2);
+    expect(estimateTokens('你好')).toBe(2);
+  });
+
+  it('always sends the current turn, and takes an exact counter when given one', () => {
+    const long = 'x'.repeat(4_000);
+    const fitted = fitRequest(
+      {
+        instructions: [],
+        past: [
+          { role: 'user', content: 'old' },
+          { role: 'assistant', id: 'a1', content: 'old reply' },
+        ],
+        current: [{ role: 'user', content: long }],
+      },
+      { maxRequestTokens: 100, overflow: 'drop', countTokens: (text) => text.length },
+    );
+    expect(fitted.messages).toEqual([{ role: 'user', content: long }]);
+    expect(fitted.omittedTurns).toBe(1);
+    expect(fitted.tokens).toBe(4_004);
+  });
+
+  it('refuses a bad policy with INVALID_ARGUMENT', () => {
+    const model = createScriptedModel([]);
+    expect(() => createReActAgent({ model, historyPolicy: { maxRequestTokens: 0 } })).toThrow(
+      /maxRequestTokens/,
+    );
+    expect(() =>
+      createReActAgent({ model, historyPolicy: { overflow: 'fold' } as unknown as HistoryPolicy }),
+    ).toThrow(/overflow/);
+  });
+});
