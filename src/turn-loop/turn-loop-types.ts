@@ -6,7 +6,7 @@
  */
 import type { InspectionEvent, Observer } from 'xstate';
 import type { CancelModeValue } from '../../machines/cancel-request.js';
-import type { StopMode } from '../../machines/turn-loop.machine.js';
+import type { StopMode } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
