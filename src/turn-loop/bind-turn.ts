@@ -269,8 +269,14 @@ export function bindTurn<TItem, TInput>(
           context.runId === undefined
             ? undefined
             : runtime.runs.find(ownerId, sessionId, context.runId);
-        const contributed =
-          run !== undefined && executorOf(run).cancelWith(event.request).contributed;
+        // A deadline fixed at the push that has already passed (the turn planned longer than the
+        // preempt's timeout) lands as the escalation it promised: immediate, recursive.
+        const { request } = event;
+        const due = request.deadlineAt !== undefined && request.deadlineAt <= runtime.clock.now();
+        const sent = due
+          ? { ...request, mode: CancelMode.Immediate, deadlineAt: undefined, recursive: true }
+          : request;
+        const contributed = run !== undefined && executorOf(run).cancelWith(sent).contributed;
         return { lastCancel: { by: event.by, contributed, reason: event.request.reason } };
       }),
       // Listeners run after this step, so they may push.

@@ -185,6 +185,69 @@ describe('TurnLoop conformance', () => {
     expect(exit.unhandledItems).toEqual([]);
   });
 
+  it('a preempt parked while the turn plans lands as immediate if its push + preemptTimeoutMs has passed (Eino)', async () => {
+    const gate = deferred();
+    const offered: string[][] = [];
+    const { loop, stepped, clock, runtime } = createTestLoop({
+      genInput: async (items) => {
+        offered.push([...items]);
+        if (offered.length === 1) await gate.promise;
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => offered.length === 1, 'genInput called for turn 1');
+    loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
+    clock.increment(150); // genInput takes 150 ms: the preempt's deadline (100 ms) has passed
+    gate.resolve();
+    // Landed as immediate as turn 1's run started: its agent was aborted without waiting for
+    // a safe point (none came), and the urgent item runs next.
+    await until(() => offered.length === 2, 'turn 2 planned');
+    expect(offered[1]).toEqual(['urgent']);
+    expect(stepped.executions[0]?.ctx.signal.aborted).toBe(true);
+    const events = await runtime.eventLog.read({}, { ownerId: 'u1', sessionId: 's1' });
+    expect(events.filter((e) => e.type === 'run.cancelled')).toEqual([
+      expect.objectContaining({ payload: expect.objectContaining({ cause: 'preempt' }) }),
+    ]);
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(stepped.last().input).toBe('urgent');
+    stepped.last().finish();
+    loop.stop();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.unhandledItems).toEqual([]);
+  });
+
+  it('a preempt parked while the turn plans, deadline not yet passed, still waits for a safe point until it', async () => {
+    const gate = deferred();
+    let planning = false;
+    const { loop, stepped, clock } = createTestLoop({
+      genInput: async (items) => {
+        planning = items.includes('a');
+        if (planning) await gate.promise;
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => planning, 'genInput called for turn 1');
+    loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
+    clock.increment(60);
+    gate.resolve();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    const first = stepped.last();
+    clock.increment(39); // 99 ms after the push: not escalated yet
+    await flush();
+    expect(first.ctx.signal.aborted).toBe(false);
+    clock.increment(1); // 100 ms after the push (40 ms after delivery): escalated
+    await until(() => first.ctx.signal.aborted, 'escalated at push + 100 ms');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+  });
+
   it('a delayed preempt against a turn that has ended does nothing', async () => {
     const { loop, stepped, clock, runtime } = createTestLoop();
     loop.push('a');
