@@ -47,7 +47,7 @@ export function mergeStop(
 }
 
 /** Why a stop cancels: `turn loop stopped`, with the stop's cause when it has one. */
-export function stopReason(stop: StopRequest | undefined): string {
+function stopReason(stop: StopRequest | undefined): string {
   return stop?.cause === undefined ? 'turn loop stopped' : `turn loop stopped: ${stop.cause}`;
 }
 

@@ -11,8 +11,7 @@ import type { PreemptSpec } from '../../machines/turn-loop.types.js';
 import { durationMs, nonEmptyString } from '../validation.js';
 import type { PreemptOptions } from './turn-loop-types.js';
 
-/** @internal */
-export const isFunction = (value: unknown): boolean => typeof value === 'function';
+const isFunction = (value: unknown): boolean => typeof value === 'function';
 const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
 
 /** The config of `createTurnLoop`. @internal */
