@@ -185,22 +185,32 @@ describe('TurnLoop conformance', () => {
     expect(exit.unhandledItems).toEqual([]);
   });
 
-  it('a preempt parked while the turn plans lands as immediate if its push + preemptTimeoutMs has passed (Eino)', async () => {
+  /**
+   * Turn 1 plans (genInput waits for the test) while `urgent` is pushed with a 100 ms preempt
+   * timeout; genInput then takes `planningMs` on the simulated clock before turn 1's run starts.
+   */
+  async function parkPreempt(planningMs: number) {
     const gate = deferred();
     const offered: string[][] = [];
-    const { loop, stepped, clock, runtime } = createTestLoop({
+    const made = createTestLoop({
       genInput: async (items) => {
         offered.push([...items]);
         if (offered.length === 1) await gate.promise;
         return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
       },
     });
-    loop.push('a');
-    loop.run();
+    made.loop.push('a');
+    made.loop.run();
     await until(() => offered.length === 1, 'genInput called for turn 1');
-    loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
-    clock.increment(150); // genInput takes 150 ms: the preempt's deadline (100 ms) has passed
+    made.loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
+    made.clock.increment(planningMs);
     gate.resolve();
+    return { ...made, offered };
+  }
+
+  it('a preempt parked while the turn plans lands as immediate if its push + preemptTimeoutMs has passed (Eino)', async () => {
+    // genInput takes 150 ms: the preempt's deadline (100 ms after its push) has passed.
+    const { loop, stepped, runtime, offered } = await parkPreempt(150);
     // Landed as immediate as turn 1's run started: its agent was aborted without waiting for
     // a safe point (none came), and the urgent item runs next.
     await until(() => offered.length === 2, 'turn 2 planned');
@@ -218,22 +228,8 @@ describe('TurnLoop conformance', () => {
     expect(exit.unhandledItems).toEqual([]);
   });
 
-  it('a preempt parked while the turn plans, deadline not yet passed, still waits for a safe point until it', async () => {
-    const gate = deferred();
-    let planning = false;
-    const { loop, stepped, clock } = createTestLoop({
-      genInput: async (items) => {
-        planning = items.includes('a');
-        if (planning) await gate.promise;
-        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
-      },
-    });
-    loop.push('a');
-    loop.run();
-    await until(() => planning, 'genInput called for turn 1');
-    loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
-    clock.increment(60);
-    gate.resolve();
+  it('a preempt parked while the turn plans, deadline not yet passed, escalates at push + preemptTimeoutMs', async () => {
+    const { loop, stepped, clock } = await parkPreempt(60);
     await until(() => stepped.executions.length === 1, 'turn 1 started');
     const first = stepped.last();
     clock.increment(39); // 99 ms after the push: not escalated yet
