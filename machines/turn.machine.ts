@@ -5,10 +5,10 @@
  * @remarks
  * Two parallel regions:
  * - `progress`: `planning → starting → running → handling → ended`. `planning` is genInput (or
- *   genResume), then prepareAgent (`planTurn`); `starting` starts the run (`startRun`) and the
+ *   genResume), then prepareAgent (`planTurn`, answering `turn.planned`); `starting` starts the run (`startRun`) and the
  *   loop hears `turn.started`, with the plan and the run id, in the same step. While `running`,
- *   the run executes (`followRun` answers once it has settled) and onAgentEvents reads its events
- *   (`handleEvents`, spawned as `handler`); `handling` waits for onAgentEvents once the run has
+ *   the run executes (`followRun` answers `run.settled`) and onAgentEvents reads its events
+ *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for onAgentEvents once the run has
  *   settled. A handler that returns while its run executes cancels the run. Then `turn.ended`.
  * - `cancel`: who of the loop cancelled the run: `uncancelled → preempted → stopped`,
  *   `uncancelled → stopped`, or `uncancelled → endedByHandler`. A `turn.cancel` command reaches
@@ -24,7 +24,8 @@
  *
  * @module
  */
-import { assign, enqueueActions, fromPromise, raise, sendParent, setup, stateIn } from 'xstate';
+import { assign, enqueueActions, fromCallback, raise, sendParent, setup, stateIn } from 'xstate';
+import type { EventObject } from 'xstate';
 import { CancelMode } from './cancel-request.js';
 import type {
   HandlerResult,
@@ -57,9 +58,15 @@ export interface TurnMachineContext {
   readonly lastCancel: TurnCancelRecord | undefined;
 }
 
-/** Events the turn machine accepts: the loop's cancel, and what its `handler` child answered. */
+/** Events the turn machine accepts: the loop's cancel, and what its logic reports. */
 export type TurnEvent =
-  TurnCancelCommand | { type: 'xstate.done.actor.handler'; output: HandlerResult; actorId: string };
+  | TurnCancelCommand
+  /** genInput (or genResume) answered, and prepareAgent if anything was consumed. */
+  | { type: 'turn.planned'; plan: TurnPlan }
+  /** genInput, genResume or prepareAgent threw. */
+  | { type: 'turn.plan_failed'; error: unknown }
+  | { type: 'run.settled'; settlement: RunSettlement }
+  | { type: 'handler.returned'; result: HandlerResult };
 
 /** The cancel a handler that returned early sends its still running run. */
 const handlerCancel: TurnCancelCommand = {
@@ -81,15 +88,16 @@ const turnSetup = setup({
     input: {} as TurnInput,
   },
   actors: {
-    /** Placeholder: genInput or genResume (checked against the items), then prepareAgent. */
-    planTurn: fromPromise<TurnPlan, TurnInput>(() => Promise.reject(new Error('no planTurn'))),
-    /** Placeholder: answers once the run has settled. */
-    followRun: fromPromise<RunSettlement, { turnId: string; runId: string }>(
-      () => new Promise(() => undefined),
-    ),
-    /** Placeholder: onAgentEvents over the run's events. */
-    handleEvents: fromPromise<HandlerResult, { turnId: string; runId: string }>(() =>
-      Promise.resolve({ error: undefined, isCancellation: false }),
+    /**
+     * Placeholder: genInput or genResume (checked against the items), then prepareAgent;
+     * answers `turn.planned` or `turn.plan_failed`.
+     */
+    planTurn: fromCallback<EventObject, TurnInput>(() => undefined),
+    /** Placeholder: answers `run.settled` once the run has settled. */
+    followRun: fromCallback<EventObject, { turnId: string; runId: string }>(() => undefined),
+    /** Placeholder: onAgentEvents over the run's events; answers `handler.returned`. */
+    handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(({ sendBack }) =>
+      sendBack({ type: 'handler.returned', result: { error: undefined, isCancellation: false } }),
     ),
   },
   actions: {
@@ -115,7 +123,7 @@ const turnSetup = setup({
   },
   guards: {
     consumedNothing: ({ event }) =>
-      (event as unknown as { output: TurnPlan }).output.consumed.length === 0,
+      event.type === 'turn.planned' && event.plan.consumed.length === 0,
     startFailed: ({ context }) => context.runId === undefined,
     landed: ({ context }, by: TurnCanceller) =>
       context.lastCancel?.contributed === true && context.lastCancel.by === by,
@@ -162,8 +170,7 @@ export const turnMachine = turnSetup
       /** Planning failed (genInput, genResume or prepareAgent threw) or the run did not start. */
       reportFailure: turnSetup.createAction(
         enqueueActions(({ context, event, enqueue }) => {
-          const error =
-            context.startError ?? (event as unknown as { error?: unknown }).error ?? undefined;
+          const error = event.type === 'turn.plan_failed' ? event.error : context.startError;
           enqueue({ type: 'forgetTurn', params: context.input.turnId });
           enqueue.sendParent({ type: 'turn.failed', turnId: context.input.turnId, error });
         }),
@@ -188,23 +195,21 @@ export const turnMachine = turnSetup
         states: {
           /** genInput (or genResume), then prepareAgent. */
           planning: {
-            invoke: {
-              id: 'plan',
-              src: 'planTurn',
-              input: ({ context }) => context.input,
-              onDone: [
+            invoke: { id: 'plan', src: 'planTurn', input: ({ context }) => context.input },
+            on: {
+              'turn.planned': [
                 {
                   guard: 'consumedNothing',
                   target: 'ended',
                   actions: sendParent(({ context, event }): TurnLoopEvent => ({
                     type: 'turn.skipped',
                     turnId: context.input.turnId,
-                    plan: event.output,
+                    plan: event.plan,
                   })),
                 },
-                { target: 'starting', actions: assign(({ event }) => ({ plan: event.output })) },
+                { target: 'starting', actions: assign(({ event }) => ({ plan: event.plan })) },
               ],
-              onError: { target: 'ended', actions: 'reportFailure' },
+              'turn.plan_failed': { target: 'ended', actions: 'reportFailure' },
             },
           },
           /** The run starts, and the loop hears it with the plan, in this one step. */
@@ -240,9 +245,11 @@ export const turnMachine = turnSetup
                 turnId: context.input.turnId,
                 runId: context.runId as string,
               }),
-              onDone: {
+            },
+            on: {
+              'run.settled': {
                 target: 'handling',
-                actions: assign(({ event }) => ({ settlement: event.output })),
+                actions: assign(({ event }) => ({ settlement: event.settlement })),
               },
             },
           },
@@ -254,14 +261,14 @@ export const turnMachine = turnSetup
           ended: { type: 'final' },
         },
         on: {
-          'xstate.done.actor.handler': [
+          'handler.returned': [
             {
               guard: 'runSettled',
-              actions: assign(({ event }) => ({ handled: event.output })),
+              actions: assign(({ event }) => ({ handled: event.result })),
             },
             {
               // A handler that returns before its run has settled does not leave the run behind.
-              actions: [assign(({ event }) => ({ handled: event.output })), raise(handlerCancel)],
+              actions: [assign(({ event }) => ({ handled: event.result })), raise(handlerCancel)],
             },
           ],
         },

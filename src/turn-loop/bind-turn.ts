@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { assign, fromPromise } from 'xstate';
+import { assign, fromCallback, type EventObject } from 'xstate';
 import { CancelMode } from '../../machines/cancel-request.js';
 import { terminalRunStatuses } from '../../machines/run.machine.js';
 import { turnMachine } from '../../machines/turn.machine.js';
@@ -90,21 +90,23 @@ export function bindTurn<TItem, TInput>(
     return host;
   };
 
-  /** The turn's run: kept by its turn, else found by id through the runtime. */
-  const runOf = ({ turnId, runId }: { turnId: string; runId: string }): AgentRun<unknown> => {
-    const run = hosts.get(turnId)?.run ?? runtime.runs.find(ownerId, sessionId, runId);
-    if (run === undefined) throw new Error(`the run ${runId} of ${turnId} is gone`);
-    return run;
-  };
+  /**
+   * The turn's run: kept by its turn, else found by id through the runtime; `undefined` once the
+   * loop has left the turn and the run has settled.
+   */
+  const runOf = ({ turnId, runId }: { turnId: string; runId: string }) =>
+    hosts.get(turnId)?.run ?? runtime.runs.find(ownerId, sessionId, runId);
 
   /** genInput or genResume, its answer checked against the offered items. */
-  const generate = async (input: TurnInput, signal: AbortSignal): Promise<TurnPlan> => {
+  const generate = async (input: TurnInput, planning: LazyAbortController): Promise<TurnPlan> => {
     const { turnId } = input;
     if (input.kind === 'input') {
       const answer = await config.genInput(input.items as TItem[], {
         turnId,
         preemptedItems: input.preemptedItems as TItem[],
-        signal,
+        get signal() {
+          return planning.signal;
+        },
       });
       return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
     }
@@ -113,7 +115,9 @@ export function bindTurn<TItem, TInput>(
       const answer = await config.genInput(offered as TItem[], {
         turnId,
         preemptedItems: [],
-        signal,
+        get signal() {
+          return planning.signal;
+        },
       });
       return partitionItems(answer, offered, 'genInput');
     }
@@ -123,7 +127,9 @@ export function bindTurn<TItem, TInput>(
       unhandled: input.unhandled as TItem[],
       newItems: input.newItems as TItem[],
       agentState: input.agentState,
-      signal,
+      get signal() {
+        return planning.signal;
+      },
     });
     return partitionItems(answer, offered, 'genResume');
   };
@@ -132,12 +138,14 @@ export function bindTurn<TItem, TInput>(
   const prepare = async (
     input: TurnInput,
     consumed: readonly unknown[],
-    signal: AbortSignal,
+    planning: LazyAbortController,
   ): Promise<Agent<unknown, unknown>> => {
     const agent: unknown = await config.prepareAgent(consumed as TItem[], {
       turnId: input.turnId,
       resume: input.kind === 'resume',
-      signal,
+      get signal() {
+        return planning.signal;
+      },
     });
     if (
       typeof agent !== 'object' ||
@@ -152,73 +160,108 @@ export function bindTurn<TItem, TInput>(
     return agent as Agent<unknown, unknown>;
   };
 
+  /** onAgentEvents over the run's events (or the default: the run's error); `undefined` if the loop left. */
+  const handle = async (
+    input: { turnId: string; runId: string },
+    live: () => boolean,
+  ): Promise<HandlerResult | undefined> => {
+    const run = runOf(input);
+    if (run === undefined) return undefined;
+    let error: unknown;
+    try {
+      await resolved; // listeners run after the loop step that started the turn
+      const context = hosts.get(input.turnId)?.context;
+      // The loop left the turn meanwhile (code run by the run's start stopped it).
+      if (!live() || context === undefined) return undefined;
+      if (config.onAgentEvents !== undefined) {
+        error = (await config.onAgentEvents(context, run.events())) ?? undefined;
+      } else {
+        // The default handler: the run's error is taken from its outcome, and events nobody
+        // reads are not followed (draining them cost a log follower per turn).
+        const outcome = await run.termination;
+        // An agent may throw anything; a nullish throw must still end the loop as a failure.
+        if (outcome.status === 'FAILED') {
+          error = outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
+        }
+      }
+    } catch (thrown) {
+      error = thrown ?? new Error('onAgentEvents threw a nullish value');
+    }
+    return { error, isCancellation: error !== undefined && isCancellation(error) };
+  };
+
   const logic = turnMachine.provide({
     actors: {
       // Planning starts one microtask after the step that entered the turn, so that user code
-      // never runs inside a loop step (it may push). A stop stops this logic: its signal aborts.
-      planTurn: fromPromise<TurnPlan, TurnInput>(async ({ input, signal }) => {
-        await resolved;
-        signal.throwIfAborted();
-        const plan = await generate(input, signal);
-        signal.throwIfAborted();
-        if (plan.consumed.length > 0) {
-          hostOf(input.turnId).agent = await prepare(input, plan.consumed, signal);
-        }
-        return plan;
+      // never runs inside a loop step (it may push). A stop stops this logic: its signal (built
+      // only if read) aborts and nothing is called after.
+      planTurn: fromCallback<EventObject, TurnInput>(({ input, sendBack }) => {
+        const planning = new LazyAbortController();
+        let live = true;
+        const plan = async (): Promise<TurnPlan | undefined> => {
+          await resolved;
+          if (!live) return undefined;
+          const planned = await generate(input, planning);
+          if (!live) return undefined;
+          if (planned.consumed.length > 0) {
+            hostOf(input.turnId).agent = await prepare(input, planned.consumed, planning);
+          }
+          return planned;
+        };
+        void plan().then(
+          (planned) => {
+            live = false;
+            if (planned !== undefined) sendBack({ type: 'turn.planned', plan: planned });
+          },
+          (error: unknown) => {
+            live = false;
+            sendBack({ type: 'turn.plan_failed', error });
+          },
+        );
+        return () => {
+          if (!live) return;
+          live = false;
+          planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
+        };
       }),
-      followRun: fromPromise<RunSettlement, { turnId: string; runId: string }>(
-        async ({ input, signal }) => {
+      followRun: fromCallback<EventObject, { turnId: string; runId: string }>(
+        ({ input, sendBack }) => {
           const run = runOf(input);
+          if (run === undefined) return undefined; // the loop has left the turn
+          void run.termination.then((outcome) => {
+            const settlement: RunSettlement = {
+              status: outcome.status,
+              cancel:
+                outcome.status === 'CANCELLED'
+                  ? {
+                      kind: 'turn-cancelled',
+                      runId: run.id,
+                      turnId: input.turnId,
+                      cause: outcome.cause,
+                      reason: outcome.reason,
+                      escalated: outcome.escalated,
+                    }
+                  : undefined,
+              agentState: run.safePointState,
+              agentStarted: run.agentStarted,
+            };
+            sendBack({ type: 'run.settled', settlement });
+          });
           // A loop that leaves the turn (it stopped or failed) does not leave the run behind.
-          const leave = () => {
+          return () => {
             if (!terminalRunStatuses.has(run.status)) cancelNow(run, 'turn loop stopped');
-          };
-          if (signal.aborted) leave();
-          else signal.addEventListener('abort', leave);
-          const outcome = await run.termination;
-          return {
-            status: outcome.status,
-            cancel:
-              outcome.status === 'CANCELLED'
-                ? {
-                    kind: 'turn-cancelled',
-                    runId: run.id,
-                    turnId: input.turnId,
-                    cause: outcome.cause,
-                    reason: outcome.reason,
-                    escalated: outcome.escalated,
-                  }
-                : undefined,
-            agentState: run.safePointState,
-            agentStarted: run.agentStarted,
           };
         },
       ),
-      handleEvents: fromPromise<HandlerResult, { turnId: string; runId: string }>(
-        async ({ input, signal }) => {
-          const run = runOf(input);
-          let error: unknown;
-          try {
-            await resolved; // listeners run after the loop step that started the turn
-            const context = hosts.get(input.turnId)?.context;
-            // The loop left the turn meanwhile (code run by the run's start stopped it).
-            if (signal.aborted || context === undefined) return { error, isCancellation: false };
-            if (config.onAgentEvents !== undefined) {
-              error = (await config.onAgentEvents(context, run.events())) ?? undefined;
-            } else {
-              // The default handler: the run's error is taken from its outcome, and events nobody
-              // reads are not followed (draining them cost a log follower per turn).
-              const outcome = await run.termination;
-              // An agent may throw anything; a nullish throw must still end the loop as a failure.
-              if (outcome.status === 'FAILED') {
-                error =
-                  outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
-              }
-            }
-          } catch (thrown) {
-            error = thrown ?? new Error('onAgentEvents threw a nullish value');
-          }
-          return { error, isCancellation: error !== undefined && isCancellation(error) };
+      handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(
+        ({ input, sendBack }) => {
+          let live = true;
+          void handle(input, () => live).then((result) => {
+            if (result !== undefined) sendBack({ type: 'handler.returned', result });
+          });
+          return () => {
+            live = false;
+          };
         },
       ),
     },

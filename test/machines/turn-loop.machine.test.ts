@@ -2,7 +2,7 @@
  * The TurnLoop machine on its own: pure helpers and transitions with stub logic (no runtime,
  * no clock, no agent).
  */
-import { assign, createActor, fromPromise } from 'xstate';
+import { assign, createActor, fromCallback } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
 import { turnMachine } from '../../machines/turn.machine.js';
@@ -15,7 +15,6 @@ import {
   toPreemptDraft,
 } from '../../machines/turn-loop.requests.js';
 import type {
-  HandlerResult,
   PreemptSpec,
   PushReceipt,
   StopCall,
@@ -109,11 +108,11 @@ function stubbed() {
     actors: {
       turn: turnMachine.provide({
         actors: {
-          planTurn: fromPromise(() => Promise.resolve(plan)),
+          planTurn: fromCallback(({ sendBack }) => {
+            void Promise.resolve().then(() => sendBack({ type: 'turn.planned', plan }));
+          }),
           // onAgentEvents still reads: the turn runs until the test says otherwise.
-          handleEvents: fromPromise<HandlerResult, { turnId: string; runId: string }>(
-            () => new Promise(() => undefined),
-          ),
+          handleEvents: fromCallback(() => undefined),
         },
         actions: {
           cancelRun: assign(({ event }) => {
