@@ -60,13 +60,15 @@ const loopSetup = setup({
     settleAcks: (_, _pushIds: readonly number[]) => undefined,
 
     /**
-     * Placeholder (an `assign` the runtime replaces): decides the push, writing `lastPush`. The
-     * runtime finds the push's strategy by `pushId` and calls it here, inside the push's own
-     * transition, with the running turn; here a push keeps the preempt it was given.
+     * Placeholder (an `assign` the runtime replaces): decides the push, writing `lastPush`:
+     * `accepted` with its preempt, or the strategy's error, or `withdrawn`. The runtime finds the
+     * push's strategy by `pushId` and calls it here, inside the push's own transition, with the
+     * running turn; here a push keeps the preempt it was given. Once the buffer is closed,
+     * `refusePush` turns `accepted` into `refused`.
      */
     decidePush: assign(({ event }) => {
       if (event.type !== 'loop.push') return {};
-      return { lastPush: { pushId: event.pushId, preempt: event.preempt, outcome: 'deciding' } };
+      return { lastPush: { pushId: event.pushId, preempt: event.preempt, outcome: 'accepted' } };
     }),
 
     recordStop: assign(({ context, event }) => {
@@ -305,17 +307,18 @@ export const turnLoopSetup = deliverySetup.extend({
     acceptPush: deliverySetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
         const receipt = context.lastPush;
-        if (event.type !== 'loop.push' || receipt?.outcome !== 'deciding') return;
+        if (event.type !== 'loop.push' || receipt?.pushId !== event.pushId) return;
+        if (receipt.outcome !== 'accepted') return;
         const { pushId, at } = event;
+        // The hot path of a busy loop: one append in place, and no copy when nothing changes.
         context.buffer.push(event.item);
-        enqueue.assign({
-          lastPush: { ...receipt, outcome: 'accepted' },
-          needsPlanning: true,
-        });
+        if (!context.needsPlanning) enqueue.assign({ needsPlanning: true });
         const preempt = receipt.preempt;
+        // No preempt: nothing to deliver (the runtime resolves such a push's ack when it answers).
+        if (preempt === undefined) return;
         const turn = context.turn;
-        if (preempt === undefined || turn === undefined) {
-          // Nothing to preempt (no preempt asked, or the loop is idle): the item runs next turn.
+        if (turn === undefined) {
+          // The loop is idle: nothing to preempt; the item runs next turn.
           enqueue({ type: 'settleAcks', params: [pushId] });
           return;
         }
@@ -345,7 +348,8 @@ export const turnLoopSetup = deliverySetup.extend({
     refusePush: loopSetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
         const receipt = context.lastPush;
-        if (event.type !== 'loop.push' || receipt?.outcome !== 'deciding') return;
+        if (event.type !== 'loop.push' || receipt?.pushId !== event.pushId) return;
+        if (receipt.outcome !== 'accepted') return;
         enqueue.assign({ lastPush: { ...receipt, outcome: 'refused' } });
         enqueue({ type: 'settleAcks', params: [event.pushId] });
       }),

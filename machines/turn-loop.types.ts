@@ -21,14 +21,14 @@ export interface PreemptSpec {
 }
 
 /**
- * What the loop made of the latest push. `decidePush` writes it (`deciding`, with the push's
- * preempt as given or as its strategy answered, or the strategy's error, or `withdrawn`); the
- * push's next action turns `deciding` into `accepted` (or `refused`, once the buffer is closed).
+ * What the loop made of the latest push. `decidePush` writes it (`accepted`, with the push's
+ * preempt as given or as its strategy answered; or the strategy's error; or `withdrawn`), and
+ * `refusePush` turns `accepted` into `refused` once the buffer is closed.
  */
 export interface PushReceipt {
   readonly pushId: number;
   readonly preempt: PreemptSpec | undefined;
-  readonly outcome: 'deciding' | 'accepted' | 'refused' | 'withdrawn' | { readonly error: unknown };
+  readonly outcome: 'accepted' | 'refused' | 'withdrawn' | { readonly error: unknown };
 }
 
 /** One `stop()` call, with defaults resolved by the runtime. */

@@ -189,11 +189,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
         context.turn?.phase === 'running' ? turns.contextOf(context.turn.turnId) : undefined;
       const answer: unknown = strategy(turn);
       if (answer === undefined || answer === null)
-        return { preempt: undefined, outcome: 'deciding' };
+        return { preempt: undefined, outcome: 'accepted' };
       const checked = parseOptions(strategyAnswerSchema, { 'strategy()': answer }, 'strategy()')[
         'strategy()'
       ] as PreemptOptions;
-      return { preempt: toSpec(checked), outcome: 'deciding' };
+      return { preempt: toSpec(checked), outcome: 'accepted' };
     } catch (error) {
       return { preempt: undefined, outcome: { error } };
     }
@@ -268,7 +268,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         const strategy = strategies.get(pushId);
         const decision: Pick<PushReceipt, 'preempt' | 'outcome'> =
           strategy === undefined || context.closed
-            ? { preempt: event.preempt, outcome: 'deciding' }
+            ? { preempt: event.preempt, outcome: 'accepted' }
             : decide(strategy, context);
         return { lastPush: { pushId, ...decision } };
       }),
@@ -392,7 +392,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
         );
       }
       const { outcome } = receipt;
-      if (outcome === 'accepted') return { accepted: true, ack };
+      if (outcome === 'accepted') {
+        // No preempt to deliver: its ack (a strategy's push) resolves now.
+        if (receipt.preempt === undefined && ack !== resolved) settleAcks([pushId]);
+        return { accepted: true, ack };
+      }
       if (outcome === 'refused') {
         late.push(item);
         return { accepted: false, ack };

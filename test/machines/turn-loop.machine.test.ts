@@ -131,7 +131,7 @@ function stubbed() {
         const turnId = context.turn?.phase === 'running' ? context.turn.turnId : undefined;
         const decision =
           decide === undefined
-            ? { preempt: event.preempt, outcome: 'deciding' as const }
+            ? { preempt: event.preempt, outcome: 'accepted' as const }
             : decide(turnId);
         return { lastPush: { pushId: event.pushId, ...decision } };
       }),
@@ -187,7 +187,7 @@ describe('turn-loop machine transitions', () => {
       expect(commands).toEqual([]); // decided before any cancel went out
       return {
         preempt: { mode: CancelMode.AnySafePoint, timeoutMs: undefined, delayMs: undefined },
-        outcome: 'deciding',
+        outcome: 'accepted',
       };
     });
     actor.send(urgent);
