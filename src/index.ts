@@ -27,7 +27,7 @@
 export { CancelMode } from '../machines/cancel-request.js';
 export type { CancelCause, CancelModeValue, SafePointKind } from '../machines/cancel-request.js';
 export type { RunStatus } from '../machines/run.types.js';
-export type { StopMode } from '../machines/turn-loop.machine.js';
+export type { StopMode } from '../machines/turn-loop.types.js';
 export type { SessionStrategy } from '../machines/session.machine.js';
 export { systemClock, sleep } from './clock.js';
 export type { Clock } from './clock.js';

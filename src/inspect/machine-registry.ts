@@ -7,6 +7,7 @@ import type { AnyStateMachine } from 'xstate';
 import { runMachine } from '../../machines/run.machine.js';
 import { runtimeMachine } from '../../machines/runtime.machine.js';
 import { sessionMachine } from '../../machines/session.machine.js';
+import { turnMachine } from '../../machines/turn.machine.js';
 import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
 
 /** A machine drawn into `visualizations/`. */
@@ -42,6 +43,13 @@ export const registeredMachines: readonly RegisteredMachine[] = [
     source: 'machines/turn-loop.machine.ts',
     summary:
       'The TurnLoop supervisor (after Eino ADK): pushed items become turns (one run each), with preemption, stop escalation (afterTurn → graceful → immediate) and checkpoints.',
+  },
+  {
+    name: 'turn',
+    machine: turnMachine,
+    source: 'machines/turn.machine.ts',
+    summary:
+      'One turn of a TurnLoop, spawned by the loop: planning → starting → running → handling → ended, with who cancelled its run (preempt, stop, the handler) as a parallel region.',
   },
   {
     name: 'runtime',

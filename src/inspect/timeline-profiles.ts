@@ -153,37 +153,70 @@ const sessionProfile: TimelineProfile = {
   },
 };
 
-let turnLoopCount = 0;
-const turnLoopIds = new WeakMap<object, string>();
+/** The `loop` region of a turn loop's dotted path (`loop.turn.running,stop.open` → `turn.running`). */
+const loopRegion = (path: string): string => /(?:^|,)loop\.([^,]+)/.exec(path)?.[1] ?? path;
+
+/** The turn loop's cause for a step the loop machine took: what was pushed, stopped, saved. */
+function turnLoopCause(event: AnyEventObject, context: Readonly<Record<string, unknown>>) {
+  switch (event.type) {
+    case 'loop.push': {
+      const receipt = context.lastPush as { outcome?: unknown; preempt?: unknown } | undefined;
+      if (receipt?.outcome === 'refused') return 'late';
+      if (receipt?.outcome !== 'accepted') return undefined;
+      return receipt.preempt === undefined ? 'push' : 'preempt';
+    }
+    case 'loop.preempt_due':
+      return 'preempt';
+    case 'loop.stop':
+      return str((event as { call?: { cause?: unknown } }).call?.cause) ?? 'stop';
+    case 'turn.ended': {
+      const ending = (event as { ending?: { cancelledBy?: unknown; error?: unknown } }).ending;
+      if (ending?.error !== undefined) return 'error';
+      return str(ending?.cancelledBy);
+    }
+    case 'turn.failed':
+      return 'error';
+    case 'xstate.done.actor.loadCheckpoint':
+      return (event as { output?: unknown }).output === undefined ? undefined : 'checkpoint';
+    case 'xstate.done.actor.saveCheckpoint':
+    case 'xstate.done.actor.deleteCheckpoint':
+    case 'xstate.done.actor.discardCheckpoint':
+      return 'checkpoint';
+    default:
+      return event.type.startsWith('xstate.error.actor.') ? 'error' : undefined;
+  }
+}
 
 /**
- * Provisional: the TurnLoop machine (docs/architecture.md, "TurnLoop") is being written. It is read by the context
- * fields `loopId` (else `checkpointId`), `ownerId` and `sessionId`; adjust when it lands.
+ * A TurnLoop (`machines/turn-loop.machine.ts`, docs/architecture.md, "TurnLoop"): one lane per
+ * loop, under its session. It shows the `loop` region with the turn's id in place of `turn`
+ * (`turn-3.planning → turn-3.running → waiting → exiting.saving → exited`), and as causes the
+ * pushes (`push`, `preempt`, `late`), stops (`stop` or the stop's cause), who ended a turn
+ * (`preempt`, `stop`, `handler`, `error`) and checkpoint reads and writes (`checkpoint`).
  */
 const turnLoopProfile: TimelineProfile = {
   actor: 'turn-loop',
-  identify(context, actorRef) {
-    let id = str(context.loopId) ?? str(context.checkpointId) ?? turnLoopIds.get(actorRef);
-    if (id === undefined) {
-      id = `turn-loop-${++turnLoopCount}`;
-      turnLoopIds.set(actorRef, id);
-    }
-    const ownerId = str(context.ownerId);
-    const sessionId = str(context.sessionId);
-    const session =
-      ownerId !== undefined && sessionId !== undefined ? toSessionKey(ownerId, sessionId) : null;
-    return { id, parentId: session, ownerId };
+  identify(context) {
+    const settings = context.settings as Record<string, unknown> | undefined;
+    const loopId = str(settings?.loopId);
+    const ownerId = str(settings?.ownerId);
+    const sessionId = str(settings?.sessionId);
+    if (loopId === undefined || ownerId === undefined || sessionId === undefined) return undefined;
+    return { id: loopId, parentId: toSessionKey(ownerId, sessionId), ownerId };
   },
-  cause({ event }) {
-    if (event.type.includes('preempt')) return 'preempt';
-    if (event.type.includes('stop')) return str(event.cause) ?? 'stop';
-    return undefined;
+  statePath(path, context) {
+    const region = loopRegion(path);
+    const turnId = str((context.turn as { turnId?: unknown } | undefined)?.turnId);
+    return turnId !== undefined && region.startsWith('turn.')
+      ? `${turnId}${region.slice('turn'.length)}`
+      : region;
   },
+  cause: ({ event, context }) => turnLoopCause(event, context),
 };
 
-/** The profiles the timeline uses, by machine id (`run`, `session`, `turn-loop`). */
+/** The profiles the timeline uses, by machine id (`run`, `session`, `turnLoop`). */
 export const timelineProfiles: Readonly<Record<string, TimelineProfile>> = {
   run: runProfile,
   session: sessionProfile,
-  'turn-loop': turnLoopProfile,
+  turnLoop: turnLoopProfile,
 };

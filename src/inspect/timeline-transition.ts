@@ -4,15 +4,18 @@
  * @remarks
  * A line reads `{ t, actor, id, parentId, from, to, event, cause }`:
  * - `t`: clock time of the transition in ms (the runtime's clock; `SimulatedClock` starts at 0);
- * - `actor`: `'run' | 'session' | 'turn-loop'`, the machine id of the actor;
- * - `id`: the run id, the session key `ownerId/sessionId`, or the turn loop's id;
+ * - `actor`: `'run' | 'session' | 'turn-loop'`, the kind of actor (machine ids `run`, `session`,
+ *   `turnLoop`);
+ * - `id`: the run id, the session key `ownerId/sessionId`, or the turn loop's id (its
+ *   `checkpointId`, else `turn-loop-<n>`); a loop's `parentId` is its session key;
  * - `parentId`: for a top-level run its session key (runs are root actors, not XState children,
  *   see README "Design notes"); for a nested run its parent run id; `null` for a session;
  * - `from` / `to`: state paths joined with dots (`QUEUED`, `RUNNING.cancelling`,
  *   `CANCELLED.unwinding`); `from` is `null` on the actor's first line;
  * - `event`: the XState event type that caused it (`run.cancel`, `xstate.init`, …);
  * - `cause`: why, when the event alone does not say it: `cancel | preempt | timeout | signal |
- *   shutdown | interrupt | escalation | interrupted | unwind_timeout`, else `null`.
+ *   shutdown | interrupt | escalation | interrupted | unwind_timeout`, and for a turn loop
+ *   `push | preempt | late | stop | <stop cause> | handler | error | checkpoint`, else `null`.
  *
  * On disk a trace is compact: `null` fields are left out, and `parentId`, which never changes, is
  * written only on an actor's first line (the one with `from: null`); {@link parseTimelineTrace}

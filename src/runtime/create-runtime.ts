@@ -27,6 +27,7 @@ import {
 import { toSessionKeyString, type RunplaneEvent, type SessionKey } from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { guardInspect } from '../guard-inspect.js';
+import { setInspectorOf } from './runtime-inspector.js';
 import { createRunId } from '../ids.js';
 import { createMemoryInbox } from '../inbox/memory-inbox.js';
 import { createRuntimeInbox } from '../inbox/runtime-inbox.js';
@@ -508,7 +509,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     return shutdownResult;
   };
 
-  return {
+  const runtime: Runtime = {
     clock,
     eventLog,
     runs,
@@ -590,4 +591,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     reportError,
     shutdown,
   };
+  setInspectorOf(runtime, inspect);
+  return runtime;
 }

@@ -8,7 +8,7 @@
 import type fc from 'fast-check';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
-import type { TurnLoopContext } from '../../machines/turn-loop.machine.js';
+import type { TurnLoopContext } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import { LateItemsTakenError, RunplaneError } from '../errors.js';
 import type { Runtime } from '../runtime/create-runtime.js';

@@ -1,42 +1,32 @@
 /**
  * createTurnLoop: binds the pure TurnLoop machine to a runtime, a store and the user's
- * callbacks (docs/architecture.md, "TurnLoop", §9).
+ * callbacks (docs/architecture.md, "TurnLoop"). Its turns are bound in `bind-turn.ts`, its
+ * options checked in `turn-loop-options.ts`.
  *
  * @module
  */
-import { createActor, fromCallback, fromPromise, type EventObject } from 'xstate';
-import { CancelMode } from '../../machines/cancel-request.js';
-import {
-  stopReason,
-  turnLoopMachine,
-  type LoadedCheckpoint,
-  type LoopTimerInput,
-  type PreemptSpec,
-  type PushDecision,
-  type PushToken,
-  type SaveCheckpointInput,
-  type StopCall,
-  type TurnEnding,
-  type TurnCancelCommand,
-  type TurnInput,
-  type TurnLoopContext,
-  type TurnLoopEvent,
-  type TurnPlan,
-} from '../../machines/turn-loop.machine.js';
-import { z } from 'zod';
+import { assign, createActor, fromCallback, fromPromise, type EventObject } from 'xstate';
+import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
+import type {
+  LoadedCheckpoint,
+  LoopTimerInput,
+  PreemptSpec,
+  PushReceipt,
+  SaveCheckpointInput,
+  StopCall,
+  TurnCancelInfo,
+  TurnLoopContext,
+} from '../../machines/turn-loop.types.js';
 import {
   InvalidArgumentError,
   LateItemsTakenError,
   StoreFailedError,
   TurnCancelledError,
-  isCancellation,
 } from '../errors.js';
 import { guardInspect } from '../guard-inspect.js';
-import { LazyAbortController } from '../lazy-abort-controller.js';
-import type { Agent } from '../run/agent.js';
-import { executorOf, type AgentRun } from '../run/agent-run.js';
-import { terminalRunStatuses } from '../../machines/run.machine.js';
-import { durationMs, nonEmptyString, parseOptions } from '../validation.js';
+import { inspectorOf } from '../runtime/runtime-inspector.js';
+import { parseOptions } from '../validation.js';
+import { bindTurn } from './bind-turn.js';
 import {
   checkpointFormat,
   checkpointVersion,
@@ -45,187 +35,46 @@ import {
   type Checkpoint,
   type PersistedLoopSnapshot,
 } from './checkpoint.js';
-import { partitionItems } from './partition-items.js';
+import {
+  configSchema,
+  pushSchema,
+  stopSchema,
+  strategyAnswerSchema,
+  toSpec,
+} from './turn-loop-options.js';
 import type {
   PreemptOptions,
   PushOptions,
   PushResult,
+  PushStrategy,
   StopOptions,
-  TurnContext,
   TurnLoop,
   TurnLoopConfig,
   TurnLoopExit,
 } from './turn-loop-types.js';
 
-const isFunction = (value: unknown): boolean => typeof value === 'function';
-const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
-
-const configSchema = z
-  .strictObject({
-    runtime: z.custom<unknown>(
-      (value) =>
-        typeof value === 'object' &&
-        value !== null &&
-        isFunction((value as { prepare?: unknown }).prepare) &&
-        typeof (value as { clock?: unknown }).clock === 'object',
-      { error: 'a runtime from createRuntime()' },
-    ),
-    ownerId: nonEmptyString,
-    sessionId: nonEmptyString,
-    genInput: fn('a function (items, info) => { input, consumed, remaining? }'),
-    prepareAgent: fn('a function (consumed, info) => Agent'),
-    onAgentEvents: fn('a function (turn, events) => error | undefined').optional(),
-    genResume: fn(
-      'a function ({ interrupted, unhandled, newItems, agentState }) => plan',
-    ).optional(),
-    store: z
-      .custom<unknown>(
-        (value) =>
-          typeof value === 'object' &&
-          value !== null &&
-          ['get', 'set', 'delete'].every((m) => isFunction((value as Record<string, unknown>)[m])),
-        { error: 'a CheckpointStore with get, set and delete' },
-      )
-      .optional(),
-    checkpointId: nonEmptyString.optional(),
-    codec: z
-      .custom<unknown>(
-        (value) =>
-          typeof value === 'object' &&
-          value !== null &&
-          isFunction((value as { encode?: unknown }).encode) &&
-          isFunction((value as { decode?: unknown }).decode),
-        { error: 'a CheckpointCodec with encode and decode' },
-      )
-      .optional(),
-    requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
-    inspect: z
-      .custom<unknown>(
-        (value) =>
-          isFunction(value) ||
-          (typeof value === 'object' &&
-            value !== null &&
-            isFunction((value as { next?: unknown }).next)),
-        { error: 'an XState inspection observer or function' },
-      )
-      .optional(),
-  })
-  .superRefine((config, ctx) => {
-    if (config.store !== undefined && config.checkpointId === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['checkpointId'], message: 'set when `store` is set' });
-    }
-    if (config.checkpointId !== undefined && config.store === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['store'], message: 'set when `checkpointId` is set' });
-    }
-  });
-
-const preemptMode = z
-  .number({ error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)' })
-  .int({ error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)' })
-  .min(CancelMode.AfterChatModel, {
-    error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint), not 0',
-  })
-  .max(CancelMode.AnySafePoint, {
-    error: 'a safe-point CancelMode (AfterChatModel, AfterToolCalls or AnySafePoint)',
-  });
-
-const preemptShape = {
-  preempt: preemptMode.optional(),
-  preemptTimeoutMs: durationMs.optional(),
-  preemptDelayMs: durationMs.optional(),
-};
-
-const needsPreempt = (options: PreemptOptions, ctx: z.RefinementCtx) => {
-  for (const field of ['preemptTimeoutMs', 'preemptDelayMs'] as const) {
-    if (options[field] !== undefined && options.preempt === undefined) {
-      ctx.addIssue({ code: 'custom', path: [field], message: 'used together with `preempt`' });
-    }
-  }
-};
-
-const pushSchema = z
-  .strictObject({
-    ...preemptShape,
-    strategy: fn('a function (turn) => preempt options').optional(),
-  })
-  .superRefine((options, ctx) => {
-    needsPreempt(options, ctx);
-    if (
-      options.strategy !== undefined &&
-      (options.preempt !== undefined ||
-        options.preemptTimeoutMs !== undefined ||
-        options.preemptDelayMs !== undefined)
-    ) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['strategy'],
-        message: 'given without preempt options (the strategy answers them)',
-      });
-    }
-  });
-
-/** A strategy's answer, validated under the field name `strategy()`. */
-const strategyAnswerSchema = z.object({
-  'strategy()': z
-    .custom<object>(
-      (answer) =>
-        typeof answer === 'object' &&
-        answer !== null &&
-        !isFunction((answer as { then?: unknown }).then),
-      { error: 'preempt options or undefined, answered synchronously (not a promise)' },
-    )
-    // A `strategy` in the answer is ignored (Eino's semantics); any other unknown key is a typo.
-    .pipe(
-      z
-        .strictObject({ ...preemptShape, strategy: z.unknown().optional() })
-        .superRefine(needsPreempt),
-    ),
-});
-
-const stopModes = ['afterTurn', 'graceful', 'immediate'] as const;
-const stopSchema = z
-  .strictObject({
-    mode: z.enum(stopModes, { error: `one of ${stopModes.join(', ')}` }).optional(),
-    graceMs: durationMs.optional(),
-    idleForMs: durationMs.optional(),
-    cause: z.string({ error: 'a string' }).optional(),
-    skipCheckpoint: z.boolean({ error: 'a boolean' }).optional(),
-  })
-  .superRefine((options, ctx) => {
-    if (
-      options.graceMs !== undefined &&
-      options.mode !== undefined &&
-      options.mode !== 'graceful'
-    ) {
-      ctx.addIssue({ code: 'custom', path: ['graceMs'], message: "used with mode 'graceful'" });
-    }
-    // An idle stop commits only when no turn runs: a mode or a grace would never apply, and
-    // merged into a later stop they would cancel a turn that stop meant to let finish.
-    if (options.idleForMs !== undefined) {
-      for (const field of ['mode', 'graceMs'] as const) {
-        if (options[field] !== undefined && !(field === 'mode' && options.mode === 'afterTurn')) {
-          ctx.addIssue({
-            code: 'custom',
-            path: [field],
-            message: 'not used with `idleForMs` (an idle stop commits when no turn runs)',
-          });
-        }
-      }
-    }
-  });
-
-const toSpec = (options: PreemptOptions): PreemptSpec | undefined =>
-  options.preempt === undefined
-    ? undefined
-    : {
-        mode: options.preempt,
-        timeoutMs: options.preemptTimeoutMs,
-        delayMs: options.preemptDelayMs,
-      };
-
 const resolved: Promise<void> = Promise.resolve();
 /** Store calls whose effect must complete (the final checkpoint) get a signal that never aborts. */
 const uncancellable = new AbortController().signal;
+/** Numbers the loops without a checkpointId, for inspectors. */
+let loopCount = 0;
+
+const isTurnCancelInfo = (reason: unknown): reason is TurnCancelInfo =>
+  typeof reason === 'object' &&
+  reason !== null &&
+  (reason as { kind?: unknown }).kind === 'turn-cancelled';
+
+/** The exit reason a user sees: a cancelled turn's data becomes its `TurnCancelledError`. */
+const toExitReason = (reason: unknown): unknown =>
+  isTurnCancelInfo(reason)
+    ? new TurnCancelledError(
+        reason.runId,
+        reason.turnId,
+        reason.cause,
+        reason.reason,
+        reason.escalated,
+      )
+    : reason;
 
 /** The loop actor's persisted snapshot with the items moved out (they go in the envelope). */
 function toDurableSnapshot(persisted: unknown): PersistedLoopSnapshot {
@@ -298,10 +147,13 @@ export function createTurnLoop<TItem, TInput = unknown>(
   const codec = config.codec ?? jsonCheckpointCodec;
   const checkpointKey = checkpointId ?? '';
 
+  /** Acks of preempt and strategy pushes, by push id. */
   const acks = new Map<number, () => void>();
-  let ackSeq = 0;
+  /** The strategy of the push being sent, by push id: `decidePush` calls it in the push's step. */
+  const strategies = new Map<number, PushStrategy<TItem>>();
+  /** Pushes sent from inside a loop step, answered with an error: the machine ignores them. */
+  const withdrawn = new Set<number>();
   let pushSeq = 0;
-  const turns = new Map<string, TurnContext<TItem>>();
   const late: TItem[] = [];
   let lateTaken = false;
   let exited = false;
@@ -314,7 +166,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
       acks.delete(id);
     }
   };
-  const currentStopCause = () => actor.getSnapshot().context.stop?.cause;
+  const turns = bindTurn(config, () => actor.getSnapshot().context.stop?.cause);
 
   const storeCall = async <T>(
     operation: 'get' | 'set' | 'delete',
@@ -327,260 +179,24 @@ export function createTurnLoop<TItem, TInput = unknown>(
     }
   };
 
-  /** genInput or genResume, its answer checked against the offered items. */
-  const generate = async (input: TurnInput, planning: LazyAbortController): Promise<TurnPlan> => {
-    if (input.kind === 'input') {
-      const answer = await config.genInput(input.items as TItem[], {
-        turnId: input.turnId,
-        preemptedItems: input.preemptedItems as TItem[],
-        get signal() {
-          return planning.signal;
-        },
-      });
-      return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
+  /** Calls a push's strategy with the running turn, its answer checked. */
+  const decide = (
+    strategy: PushStrategy<TItem>,
+    context: TurnLoopContext,
+  ): Pick<PushReceipt, 'preempt' | 'outcome'> => {
+    try {
+      const turn =
+        context.turn?.phase === 'running' ? turns.contextOf(context.turn.turnId) : undefined;
+      const answer: unknown = strategy(turn);
+      if (answer === undefined || answer === null)
+        return { preempt: undefined, outcome: 'accepted' };
+      const checked = parseOptions(strategyAnswerSchema, { 'strategy()': answer }, 'strategy()')[
+        'strategy()'
+      ] as PreemptOptions;
+      return { preempt: toSpec(checked), outcome: 'accepted' };
+    } catch (error) {
+      return { preempt: undefined, outcome: { error } };
     }
-    const offered = [...input.interrupted, ...input.unhandled, ...input.newItems];
-    if (config.genResume === undefined) {
-      const answer = await config.genInput(offered as TItem[], {
-        turnId: input.turnId,
-        preemptedItems: [],
-        get signal() {
-          return planning.signal;
-        },
-      });
-      return partitionItems(answer, offered, 'genInput');
-    }
-    const answer = await config.genResume({
-      turnId: input.turnId,
-      interrupted: input.interrupted as TItem[],
-      unhandled: input.unhandled as TItem[],
-      newItems: input.newItems as TItem[],
-      agentState: input.agentState,
-      get signal() {
-        return planning.signal;
-      },
-    });
-    return partitionItems(answer, offered, 'genResume');
-  };
-
-  /** prepareAgent(consumed), its answer checked. */
-  const prepare = async (
-    input: TurnInput,
-    consumed: readonly unknown[],
-    planning: LazyAbortController,
-  ): Promise<Agent<unknown, unknown>> => {
-    const agent: unknown = await config.prepareAgent(consumed as TItem[], {
-      turnId: input.turnId,
-      resume: input.kind === 'resume',
-      get signal() {
-        return planning.signal;
-      },
-    });
-    if (
-      typeof agent !== 'object' ||
-      agent === null ||
-      !isFunction((agent as { execute?: unknown }).execute)
-    ) {
-      throw new InvalidArgumentError(
-        'prepareAgent()',
-        'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
-      );
-    }
-    return agent as Agent<unknown, unknown>;
-  };
-
-  const cancelNow = (run: AgentRun<unknown>, reason: string) =>
-    executorOf(run).cancelWith({
-      mode: CancelMode.Immediate,
-      deadlineAt: undefined,
-      recursive: true,
-      cause: 'cancel',
-      reason,
-    });
-
-  /**
-   * Runs one turn: plans it (genInput or genResume, then prepareAgent), starts its run and
-   * reports both in one `turn.started`, feeds onAgentEvents, reports when both are done.
-   *
-   * Planning starts one microtask after the step that entered the turn, so that user code never
-   * runs inside a loop step (it may push). Preempts that arrive while planning are delivered at
-   * `turn.started`; a stop undoes the plan (the loop leaves the turn and stops this logic).
-   */
-  const runTurn = (
-    input: TurnInput,
-    sendBack: (event: TurnLoopEvent) => void,
-    receive: (listener: (command: TurnCancelCommand) => void) => void,
-  ): (() => void) => {
-    const { turnId } = input;
-    let live = true;
-    let run: AgentRun<unknown> | undefined;
-    const send = (event: TurnLoopEvent) => {
-      if (live) sendBack(event);
-    };
-    // Their signals exist only if the turn's onAgentEvents reads them.
-    const preempted = new LazyAbortController();
-    const stopped = new LazyAbortController();
-    let preemptContributed = false;
-    let stopContributed = false;
-    let endedByHandler = false;
-
-    receive(({ request, by }) => {
-      if (run === undefined || !executorOf(run).cancelWith(request).contributed) return;
-      if (by === 'preempt') {
-        preemptContributed = true;
-        // Listeners run after this loop step, so they may push.
-        queueMicrotask(() => preempted.abort(request.reason));
-      } else {
-        stopContributed = true;
-        queueMicrotask(() => stopped.abort(request.reason));
-      }
-    });
-
-    const follow = (current: AgentRun<unknown>, plan: TurnPlan) => {
-      const context: TurnContext<TItem> = {
-        turnId,
-        runId: current.id,
-        consumed: plan.consumed as readonly TItem[],
-        get preempted() {
-          return preempted.signal;
-        },
-        get stopped() {
-          return stopped.signal;
-        },
-        get stopCause() {
-          return currentStopCause();
-        },
-      };
-      turns.set(turnId, context);
-      send({ type: 'turn.started', turnId, runId: current.id, at: clock.now(), plan });
-
-      const customHandler = config.onAgentEvents !== undefined;
-      const handled: Promise<unknown> = Promise.resolve()
-        .then(async () => {
-          if (config.onAgentEvents !== undefined) {
-            return config.onAgentEvents(context, current.events());
-          }
-          // The default handler: the run's error is taken from its outcome, and events nobody
-          // reads are not followed (draining them cost a log follower per turn).
-          await current.termination;
-          return undefined;
-        })
-        .then(
-          (value) => value ?? undefined,
-          (thrown: unknown) => thrown ?? new Error('onAgentEvents threw a nullish value'),
-        )
-        .then((error) => {
-          // A handler that returns early does not leave its run behind.
-          if (!terminalRunStatuses.has(current.status)) {
-            const { contributed } = cancelNow(
-              current,
-              'onAgentEvents returned before the run ended',
-            );
-            endedByHandler = contributed && !preemptContributed && !stopContributed;
-          }
-          return error;
-        });
-
-      void Promise.all([handled, current.termination]).then(([handlerError, outcome]) => {
-        turns.delete(turnId);
-        let error = handlerError;
-        if (!customHandler && outcome.status === 'FAILED') {
-          // An agent may throw anything; a nullish throw must still end the loop as a failure.
-          error = outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
-        }
-        if (error !== undefined && outcome.status === 'CANCELLED' && isCancellation(error)) {
-          error = undefined; // the loop handles its turns' cancellations itself
-        }
-        let cancelError: TurnCancelledError | undefined;
-        const ending: TurnEnding = {
-          status: outcome.status,
-          error,
-          // Built on first read: a preempted turn (the common case) never needs it, and an
-          // error captures a stack trace.
-          get cancelError() {
-            if (outcome.status !== 'CANCELLED') return undefined;
-            if (cancelError !== undefined) return cancelError;
-            // When the loop's stop took part in the run's cancel, the error tells the stop's story
-            // (with its first non-empty cause, known only now), even if a preempt asked first.
-            // Otherwise it is the cancel that happened: a preempt's, a shutdown's, a user's.
-            const { stop } = actor.getSnapshot().context;
-            cancelError = stopContributed
-              ? new TurnCancelledError(
-                  current.id,
-                  turnId,
-                  'cancel',
-                  stopReason(stop),
-                  outcome.escalated,
-                )
-              : new TurnCancelledError(
-                  current.id,
-                  turnId,
-                  outcome.cause,
-                  outcome.reason,
-                  outcome.escalated,
-                );
-            return cancelError;
-          },
-          agentState: current.safePointState,
-          preemptContributed,
-          agentStarted: current.agentStarted,
-          endedByHandler,
-        };
-        send({ type: 'turn.ended', turnId, ending });
-      });
-    };
-
-    // The signal genInput and prepareAgent get: aborted when the loop leaves the turn while it
-    // is being planned (a stop); built only if read.
-    const planning = new LazyAbortController();
-    let planningDone = false;
-    // `undefined` once the loop has left the turn (a stop): no callback is called after that.
-    const planTurn = async () => {
-      await resolved; // out of the loop step that invoked this logic
-      if (!live) return undefined;
-      const plan = await generate(input, planning);
-      if (!live) return undefined;
-      if (plan.consumed.length === 0) return { plan, agent: undefined };
-      return { plan, agent: await prepare(input, plan.consumed, planning) };
-    };
-    void planTurn().then(
-      (result) => {
-        planningDone = true;
-        if (!live || result === undefined) return;
-        const { plan, agent } = result;
-        if (agent === undefined) {
-          send({ type: 'turn.skipped', turnId, plan });
-          return;
-        }
-        try {
-          run = runtime.prepare({ ownerId, sessionId, agent, input: plan.input });
-          run.start();
-        } catch (error) {
-          // A run prepared but not started would stay registered: it never runs now.
-          if (run !== undefined && !terminalRunStatuses.has(run.status)) {
-            cancelNow(run, 'its turn could not start');
-          }
-          run = undefined;
-          send({ type: 'turn.failed', turnId, error });
-          return;
-        }
-        // Code run by start() (a custom store, an inspector) may have stopped the loop.
-        if (live) follow(run, plan);
-      },
-      (error: unknown) => {
-        planningDone = true;
-        send({ type: 'turn.failed', turnId, error });
-      },
-    );
-
-    return () => {
-      live = false;
-      if (!planningDone) planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
-      turns.delete(turnId);
-      if (run !== undefined && !terminalRunStatuses.has(run.status)) {
-        cancelNow(run, 'turn loop stopped');
-      }
-    };
   };
 
   const machine = turnLoopMachine.provide({
@@ -599,9 +215,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
           turnSeq: checkpoint.loop.context.turnSeq,
         };
       }),
-      turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) =>
-        runTurn(input, sendBack, receive),
-      ),
+      turn: turns.logic,
       saveCheckpoint: fromPromise<void, SaveCheckpointInput>(async ({ input }) => {
         let data: Uint8Array;
         try {
@@ -642,14 +256,47 @@ export function createTurnLoop<TItem, TInput = unknown>(
       }),
     },
     actions: {
-      settleAcks: (_, ackIds) => settleAcks(ackIds),
+      settleAcks: (_, pushIds) => settleAcks(pushIds),
+      leaveTurn: (_, turnId) => turns.leave(turnId),
+      // The push's strategy, found by its id, is called here: inside the push's own step.
+      decidePush: assign(({ context, event }) => {
+        if (event.type !== 'loop.push') return {};
+        const { pushId } = event;
+        if (withdrawn.delete(pushId)) {
+          return { lastPush: { pushId, preempt: undefined, outcome: 'withdrawn' as const } };
+        }
+        const strategy = strategies.get(pushId);
+        const decision: Pick<PushReceipt, 'preempt' | 'outcome'> =
+          strategy === undefined || context.closed
+            ? { preempt: event.preempt, outcome: 'accepted' }
+            : decide(strategy, context);
+        return { lastPush: { pushId, ...decision } };
+      }),
     },
   });
 
-  // A throwing inspector is reported; inside a loop step it would fail the loop actor.
-  const inspect = guardInspect(config.inspect, (error) => runtime.reportError(error));
+  const loopId = checkpointId ?? `turn-loop-${++loopCount}`;
+  // Loops inherit the runtime's inspector; a throwing one is reported (inside a loop step it
+  // would fail the loop actor).
+  const own = guardInspect(config.inspect, (error) => runtime.reportError(error));
+  const inherited = inspectorOf(runtime);
+  const inspect =
+    own === undefined
+      ? inherited
+      : inherited === undefined
+        ? own
+        : (event: Parameters<typeof own>[0]) => {
+            inherited(event);
+            own(event);
+          };
   const actor = createActor(machine, {
-    input: { hasStore: store !== undefined, requeuePreempted: config.requeuePreempted ?? false },
+    input: {
+      hasStore: store !== undefined,
+      requeuePreempted: config.requeuePreempted ?? false,
+      ownerId,
+      sessionId,
+      loopId,
+    },
     clock,
     ...(inspect === undefined ? {} : { inspect }),
   });
@@ -657,6 +304,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
   const finish = (exit: TurnLoopExit<TItem>) => {
     if (exited) return;
     exited = true;
+    turns.clear();
     settleAcks([...acks.keys()]);
     resolveExit(exit);
   };
@@ -673,7 +321,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
       const { context } = snapshot;
       const exit = context.exit;
       finish({
-        exitReason: exit?.reason,
+        exitReason: toExitReason(exit?.reason),
         unhandledItems: (exit?.unhandled ?? []) as TItem[],
         interruptedItems: (exit?.interrupted ?? []) as TItem[],
         droppedItems: [...context.dropped] as TItem[],
@@ -710,10 +358,6 @@ export function createTurnLoop<TItem, TInput = unknown>(
   });
   actor.start();
 
-  const send = (event: TurnLoopEvent) => {
-    if (!exited) actor.send(event);
-  };
-
   return {
     push(item: TItem, options: PushOptions<TItem> = {}): PushResult {
       const parsed = parseOptions(pushSchema, options, 'options');
@@ -726,48 +370,21 @@ export function createTurnLoop<TItem, TInput = unknown>(
         return { accepted: false, ack: resolved };
       }
       const strategy = options.strategy;
-      let ackId: number | undefined;
+      const pushId = ++pushSeq;
       let ack = resolved;
       if (parsed.preempt !== undefined || strategy !== undefined) {
-        const id = ++ackSeq;
-        ackId = id;
-        ack = new Promise<void>((resolve) => acks.set(id, resolve));
+        ack = new Promise<void>((resolve) => acks.set(pushId, resolve));
       }
-      const decide =
-        strategy === undefined
-          ? undefined
-          : (turnId: string | undefined): PushDecision => {
-              try {
-                const turn = turnId === undefined ? undefined : turns.get(turnId);
-                const answer: unknown = strategy(turn);
-                if (answer === undefined || answer === null)
-                  return { ok: true, preempt: undefined };
-                const checked = parseOptions(
-                  strategyAnswerSchema,
-                  { 'strategy()': answer },
-                  'strategy()',
-                )['strategy()'] as PreemptOptions;
-                return { ok: true, preempt: toSpec(checked) };
-              } catch (error) {
-                return { ok: false, error };
-              }
-            };
-      const token: PushToken = { seq: ++pushSeq, withdrawn: false };
-      actor.send({
-        type: 'loop.push',
-        token,
-        item,
-        at: clock.now(),
-        ackId,
-        preempt: toSpec(parsed),
-        decide,
-      });
+      const preempt: PreemptSpec | undefined = toSpec(parsed);
+      if (strategy !== undefined) strategies.set(pushId, strategy);
+      actor.send({ type: 'loop.push', pushId, item, at: clock.now(), preempt });
+      strategies.delete(pushId);
       const receipt = actor.getSnapshot().context.lastPush;
-      if (receipt?.seq !== token.seq) {
+      if (receipt?.pushId !== pushId) {
         // Called from user code running inside a loop step: XState queued the event behind
         // that step, so its answer is not known yet. Withdraw it rather than guess.
-        token.withdrawn = true;
-        if (ackId !== undefined) settleAcks([ackId]);
+        withdrawn.add(pushId);
+        settleAcks([pushId]);
         throw new InvalidArgumentError(
           'push()',
           'expected `push()` to be called outside a loop step, got a call from code the loop ' +
@@ -775,13 +392,17 @@ export function createTurnLoop<TItem, TInput = unknown>(
         );
       }
       const { outcome } = receipt;
-      if (outcome === 'accepted') return { accepted: true, ack };
+      if (outcome === 'accepted') {
+        // No preempt to deliver: its ack (a strategy's push) resolves now.
+        if (receipt.preempt === undefined && ack !== resolved) settleAcks([pushId]);
+        return { accepted: true, ack };
+      }
       if (outcome === 'refused') {
         late.push(item);
         return { accepted: false, ack };
       }
-      if (ackId !== undefined) settleAcks([ackId]);
-      throw outcome.error;
+      settleAcks([pushId]);
+      throw (outcome as { error: unknown }).error;
     },
 
     run(): boolean {
@@ -800,7 +421,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         cause: parsed.cause,
         skipCheckpoint: parsed.skipCheckpoint ?? false,
       };
-      send({ type: 'loop.stop', at: clock.now(), call });
+      if (!exited) actor.send({ type: 'loop.stop', at: clock.now(), call });
     },
 
     wait(): Promise<TurnLoopExit<TItem>> {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { TurnPlan } from '../../machines/turn-loop.machine.js';
+import type { TurnPlan } from '../../machines/turn-loop.types.js';
 import { InvalidArgumentError } from '../errors.js';
 
 const preview = (value: unknown): string => {

@@ -6,7 +6,7 @@
  */
 import type { InspectionEvent, Observer } from 'xstate';
 import type { CancelModeValue } from '../../machines/cancel-request.js';
-import type { StopMode } from '../../machines/turn-loop.machine.js';
+import type { StopMode } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -93,7 +93,11 @@ export interface PreemptOptions {
    * preempt never cancels immediately by itself). Not recursive unless `preemptTimeoutMs` is set.
    */
   readonly preempt?: CancelModeValue;
-  /** Escalate to an immediate, recursive cancel after this many ms without a safe point. Needs `preempt`. */
+  /**
+   * Escalate to an immediate, recursive cancel if no safe point came this many ms after the push
+   * (after the push and `preemptDelayMs`). The deadline is fixed at the push, as in Eino: a
+   * preempt parked while the next turn plans lands as immediate if it has passed. Needs `preempt`.
+   */
   readonly preemptTimeoutMs?: number;
   /**
    * Deliver the preempt this many ms after the push, to the turn current at push time; a
@@ -243,8 +247,9 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    */
   readonly requeuePreempted?: boolean;
   /**
-   * XState inspection observer for the loop actor (e.g. the one given to `createRuntime`, or
-   * `@statelyai/inspect`): every transition of the loop becomes an inspection event.
+   * An XState inspection observer for the loop and its turns, in addition to the runtime's
+   * (`createRuntime({ inspect })`), which every loop inherits: do not pass the runtime's again,
+   * or it sees each event twice. A throwing observer is reported, never thrown into the loop.
    */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }

@@ -2,21 +2,25 @@
  * The TurnLoop machine on its own: pure helpers and transitions with stub logic (no runtime,
  * no clock, no agent).
  */
-import { createActor, fromCallback } from 'xstate';
+import { assign, createActor, fromCallback } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
+import { turnMachine } from '../../machines/turn.machine.js';
+import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
 import {
   mergeDrafts,
   mergeStop,
   preemptCancelRequest,
   stopCancelRequest,
-  turnLoopMachine,
-  type StopCall,
-  type TurnCancelCommand,
-  type TurnLoopEvent,
-  type TurnInput,
-  type TurnPlan,
-} from '../../machines/turn-loop.machine.js';
+  toPreemptDraft,
+} from '../../machines/turn-loop.requests.js';
+import type {
+  PreemptSpec,
+  PushReceipt,
+  StopCall,
+  TurnCancelCommand,
+  TurnPlan,
+} from '../../machines/turn-loop.types.js';
 
 const call = (overrides: Partial<StopCall> = {}): StopCall => ({
   mode: 'afterTurn',
@@ -59,64 +63,96 @@ describe('turn-loop machine helpers', () => {
       recursive: true,
     });
     // Eino: a preempt is not recursive; a preempt timeout makes it escalate and recursive.
-    expect(preemptCancelRequest({ mode: 1, timeoutMs: undefined }, 7)).toMatchObject({
+    expect(preemptCancelRequest({ mode: 1, deadlineAt: undefined })).toMatchObject({
       mode: 1,
       deadlineAt: undefined,
       recursive: false,
       cause: 'preempt',
     });
-    expect(preemptCancelRequest({ mode: 2, timeoutMs: 3 }, 7)).toMatchObject({
+    expect(preemptCancelRequest({ mode: 2, deadlineAt: 10 })).toMatchObject({
       deadlineAt: 10,
       recursive: true,
     });
-    expect(mergeDrafts({ mode: 1, timeoutMs: 9 }, { mode: 2, timeoutMs: 4 })).toEqual({
+    expect(mergeDrafts({ mode: 1, deadlineAt: 9 }, { mode: 2, deadlineAt: 4 })).toEqual({
       mode: 3,
-      timeoutMs: 4,
+      deadlineAt: 4,
     });
-    expect(mergeDrafts({ mode: 1, timeoutMs: undefined }, { mode: 1, timeoutMs: 4 })).toEqual({
+    expect(mergeDrafts({ mode: 1, deadlineAt: undefined }, { mode: 1, deadlineAt: 4 })).toEqual({
       mode: 1,
-      timeoutMs: 4,
+      deadlineAt: 4,
     });
+  });
+
+  it('a preempt deadline is fixed at the push (Eino): push time + delay + timeout', () => {
+    const spec = (timeoutMs?: number, delayMs?: number): PreemptSpec => ({
+      mode: CancelMode.AnySafePoint,
+      timeoutMs,
+      delayMs,
+    });
+    expect(toPreemptDraft(spec(), 100).deadlineAt).toBeUndefined();
+    expect(toPreemptDraft(spec(50), 100).deadlineAt).toBe(150);
+    expect(toPreemptDraft(spec(50, 20), 100).deadlineAt).toBe(170);
   });
 });
 
-/** The machine with stub logic: plans consume everything, the turn starts at once. */
+type Decide = (turnId: string | undefined) => Pick<PushReceipt, 'preempt' | 'outcome'>;
+
+/** The machine with stub logic: plans consume everything, the run starts at once. */
 function stubbed() {
   const commands: TurnCancelCommand[] = [];
   const settled: number[] = [];
+  /** Strategies by push id, as the runtime keeps them. */
+  const strategies = new Map<number, Decide>();
+  const plan: TurnPlan = { input: 'in', consumed: ['a'], remaining: [], dropped: [] };
   const machine = turnLoopMachine.provide({
     actors: {
-      turn: fromCallback<TurnCancelCommand, TurnInput>(({ input, sendBack, receive }) => {
-        receive((command) => commands.push(command));
-        const plan: TurnPlan = { input: 'in', consumed: ['a'], remaining: [], dropped: [] };
-        const started: TurnLoopEvent = {
-          type: 'turn.started',
-          turnId: input.turnId,
-          runId: 'run-1',
-          at: 0,
-          plan,
-        };
-        sendBack(started);
+      turn: turnMachine.provide({
+        actors: {
+          planTurn: fromCallback(({ sendBack }) => {
+            void Promise.resolve().then(() => sendBack({ type: 'turn.planned', plan }));
+          }),
+          // onAgentEvents still reads: the turn runs until the test says otherwise.
+          handleEvents: fromCallback(() => undefined),
+        },
+        actions: {
+          cancelRun: assign(({ event }) => {
+            if (event.type !== 'turn.cancel') return {};
+            commands.push(event);
+            return { lastCancel: { by: event.by, contributed: true, reason: undefined } };
+          }),
+        },
       }),
     },
-    actions: { settleAcks: (_, ids) => settled.push(...ids) },
+    actions: {
+      settleAcks: (_, ids) => settled.push(...ids),
+      decidePush: assign(({ context, event }) => {
+        if (event.type !== 'loop.push') return {};
+        const decide = strategies.get(event.pushId);
+        const turnId = context.turn?.phase === 'running' ? context.turn.turnId : undefined;
+        const decision =
+          decide === undefined
+            ? { preempt: event.preempt, outcome: 'accepted' as const }
+            : decide(turnId);
+        return { lastPush: { pushId: event.pushId, ...decision } };
+      }),
+    },
   });
-  const actor = createActor(machine, { input: { hasStore: false, requeuePreempted: false } });
+  const actor = createActor(machine, {
+    input: { hasStore: false, requeuePreempted: false, ownerId: 'o', sessionId: 's', loopId: 'l' },
+  });
   actor.start();
-  return { actor, commands, settled };
+  return { actor, commands, settled, strategies };
 }
 
 let seq = 0;
-const push = (item: unknown, extra: Record<string, unknown> = {}) => ({
+const push = (item: unknown, extra: { at?: number; preempt?: PreemptSpec } = {}) => ({
   type: 'loop.push' as const,
-  token: { seq: ++seq, withdrawn: false },
+  pushId: ++seq,
   item,
-  at: 0,
-  ackId: undefined,
-  preempt: undefined,
-  decide: undefined,
-  ...extra,
+  at: extra.at ?? 0,
+  preempt: extra.preempt,
 });
+const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('turn-loop machine transitions', () => {
   it('keeps at most 16 context fields (XState copies the context per push; V8 slows down from 20)', () => {
@@ -138,26 +174,23 @@ describe('turn-loop machine transitions', () => {
     expect(snapshot.context.buffer).toEqual([]);
   });
 
-  it('a push, its strategy decision and the resulting cancel are one event', async () => {
-    const { actor, commands, settled } = stubbed();
+  it('a push, its strategy decision (found by push id) and the resulting cancel are one event', async () => {
+    const { actor, commands, settled, strategies } = stubbed();
     actor.send({ type: 'loop.run' });
     actor.send(push('a'));
-    await new Promise((resolve) => setImmediate(resolve));
+    await tick();
     expect(actor.getSnapshot().value).toEqual({ loop: { turn: 'running' }, stop: 'open' });
     const turnIds: Array<string | undefined> = [];
-    actor.send(
-      push('urgent', {
-        ackId: 7,
-        decide: (turnId: string | undefined) => {
-          turnIds.push(turnId);
-          expect(commands).toEqual([]); // decided before any cancel went out
-          return {
-            ok: true,
-            preempt: { mode: CancelMode.AnySafePoint, timeoutMs: undefined, delayMs: undefined },
-          };
-        },
-      }),
-    );
+    const urgent = push('urgent');
+    strategies.set(urgent.pushId, (turnId) => {
+      turnIds.push(turnId);
+      expect(commands).toEqual([]); // decided before any cancel went out
+      return {
+        preempt: { mode: CancelMode.AnySafePoint, timeoutMs: undefined, delayMs: undefined },
+        outcome: 'accepted',
+      };
+    });
+    actor.send(urgent);
     // Right after the single send: decided once, buffered, cancel delivered, ack settled.
     expect(turnIds).toEqual(['turn-1']);
     expect(actor.getSnapshot().context.buffer).toEqual(['urgent']);
@@ -167,31 +200,43 @@ describe('turn-loop machine transitions', () => {
       by: 'preempt',
       request: { mode: CancelMode.AnySafePoint, cause: 'preempt' },
     });
-    expect(settled).toEqual([7]);
+    expect(settled).toContain(urgent.pushId);
+    const turn = actor.getSnapshot().children.turn?.getSnapshot() as { value: unknown };
+    expect(turn.value).toMatchObject({ cancel: 'preempted' });
   });
 
-  it('a withdrawn push (sent re-entrantly) is ignored: no decision, no buffer write', () => {
-    const { actor } = stubbed();
-    let decided = false;
-    const event = push('x', {
-      decide: () => {
-        decided = true;
-        return { ok: true, preempt: undefined };
-      },
-    });
-    event.token.withdrawn = true;
+  it('a withdrawn push (sent re-entrantly) is ignored: no buffer write', () => {
+    const { actor, strategies } = stubbed();
+    const event = push('x');
+    strategies.set(event.pushId, () => ({ preempt: undefined, outcome: 'withdrawn' }));
     actor.send(event);
-    expect(decided).toBe(false);
     expect(actor.getSnapshot().context.buffer).toEqual([]);
-    expect(actor.getSnapshot().context.lastPush).toBeUndefined();
+    expect(actor.getSnapshot().context.lastPush?.outcome).toBe('withdrawn');
   });
 
   it('a strategy error refuses the push without touching the buffer', () => {
-    const { actor } = stubbed();
+    const { actor, strategies } = stubbed();
     const error = new Error('nope');
-    actor.send(push('x', { decide: () => ({ ok: false, error }) }));
+    const event = push('x');
+    strategies.set(event.pushId, () => ({ preempt: undefined, outcome: { error } }));
+    actor.send(event);
     expect(actor.getSnapshot().context.lastPush?.outcome).toEqual({ error });
     expect(actor.getSnapshot().context.buffer).toEqual([]);
+  });
+
+  it('a preempt parked while the turn plans keeps the deadline of its push (Eino)', async () => {
+    const { actor, commands } = stubbed();
+    actor.send({ type: 'loop.run' });
+    actor.send(push('a', { at: 0 }));
+    expect(actor.getSnapshot().value).toEqual({ loop: { turn: 'planning' }, stop: 'open' });
+    const preempt = { mode: CancelMode.AnySafePoint, timeoutMs: 50, delayMs: undefined };
+    actor.send(push('urgent', { at: 100, preempt }));
+    expect(actor.getSnapshot().context.turn?.pendingPreempt).toEqual({
+      mode: CancelMode.AnySafePoint,
+      deadlineAt: 150,
+    });
+    await tick(); // the turn's run starts (at any later time): the deadline stays 150
+    expect(commands.map((c) => [c.by, c.request.deadlineAt])).toEqual([['preempt', 150]]);
   });
 
   it('an idle stop waits while the loop is idle and pauses while it is busy', () => {

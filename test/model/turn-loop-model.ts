@@ -6,51 +6,84 @@
  *   and errors of its invoked logic (checkpoint load, save, delete), and what the `turn` logic
  *   reports: planned and started (genInput, then prepareAgent, then the run), skipped (genInput
  *   consumed nothing), failed (genInput or prepareAgent threw), and how the run ended.
- * - An environment next to each snapshot says what reached the running turn's run (a preempt
- *   that contributed, a safe-point or immediate stop cancel), so that only turn endings the
- *   runtime can produce are generated, with the flags it would report.
+ * - An environment next to each snapshot holds the running turn as the turn machine
+ *   (`machines/turn.machine.ts`) has it, stepped purely with the cancels the loop sends it:
+ *   who cancelled is its `cancel` region, read as the runtime reads it. Beside it, whether a stop
+ *   cancelled immediately, so that only turn endings the runtime can produce are generated.
  * - The loop appends to `buffer` and `dropped` in place; they are copied before each step.
  */
-import type { ActorLogic, StateValue } from 'xstate';
+import { transition, type ActorLogic, type StateValue } from 'xstate';
 import { CancelMode } from '../../machines/cancel-request.js';
-import {
-  turnLoopMachine,
-  type LoadedCheckpoint,
-  type TurnCancelCommand,
-  type TurnEnding,
-  type TurnLoopEvent,
-  type TurnLoopInput,
-  type TurnPlan,
-} from '../../machines/turn-loop.machine.js';
-import { TurnCancelledError } from '../../src/index.js';
+import { turnMachine } from '../../machines/turn.machine.js';
+import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
+import type {
+  LoadedCheckpoint,
+  TurnCancelCommand,
+  TurnCanceller,
+  TurnEnding,
+  TurnLoopEvent,
+  TurnLoopInput,
+  TurnPlan,
+} from '../../machines/turn-loop.types.js';
 import { getEnvironment, getStatePaths, withReactions } from '../../src/testing/index.js';
 
 export type LoopSnapshot = ReturnType<typeof turnLoopMachine.getInitialSnapshot>;
 
 export const IDLE_MS = 50;
 const RUN_ID = 'run';
-export const loopInput: TurnLoopInput = { hasStore: true, requeuePreempted: false };
+export const loopInput: TurnLoopInput = {
+  hasStore: true,
+  requeuePreempted: false,
+  ownerId: 'alice',
+  sessionId: 'loop',
+  loopId: 'cp',
+};
+
+type TurnSnapshot = ReturnType<typeof turnMachine.getInitialSnapshot>;
 
 /** What the world knows beside the machine. */
 interface LoopEnv {
   /** Clock time (ms): moves only when the idle clock is let fire. */
   readonly now: number;
-  /** Pushes sent (the loop's push sequence) and preempt pushes (its ack sequence). */
+  /** Pushes sent (the loop's push ids). */
   readonly pushes: number;
-  readonly acks: number;
-  /** What reached the running turn's run. */
-  readonly preempt: 'none' | 'contributed';
-  readonly stop: 'none' | 'safePoint' | 'immediate';
+  /** The running turn, as the turn machine has it (`undefined` while none runs). */
+  readonly turn: TurnSnapshot | undefined;
+  /** A stop cancelled the running turn's run immediately. */
+  readonly immediate: boolean;
 }
 
-const initialEnv: LoopEnv = { now: 0, pushes: 0, acks: 0, preempt: 'none', stop: 'none' };
+const initialEnv: LoopEnv = { now: 0, pushes: 0, turn: undefined, immediate: false };
 
 const invoke = {
-  load: 'xstate.done.actor.0.turnLoop.loop.loading',
-  discard: 'xstate.done.actor.0.turnLoop.loop.discarding',
-  save: 'xstate.done.actor.0.turnLoop.loop.exiting.saving',
-  delete: 'xstate.done.actor.0.turnLoop.loop.exiting.deleting',
+  load: 'xstate.done.actor.loadCheckpoint',
+  discard: 'xstate.done.actor.discardCheckpoint',
+  save: 'xstate.done.actor.saveCheckpoint',
+  delete: 'xstate.done.actor.deleteCheckpoint',
 } as const;
+
+/** The turn machine of a turn whose run has started with `plan`, nobody having cancelled it. */
+function startedTurn(turnId: string, plan: TurnPlan): TurnSnapshot {
+  return turnMachine.resolveState({
+    value: { progress: 'running', cancel: 'uncancelled' },
+    context: {
+      input: { kind: 'input', turnId, items: plan.consumed, preemptedItems: [] },
+      plan,
+      runId: RUN_ID,
+      startError: undefined,
+      settlement: undefined,
+      handled: undefined,
+      lastCancel: undefined,
+    },
+  });
+}
+
+/** Who of the loop cancelled the turn's run, as the turn machine's `cancel` region says. */
+function cancelledBy(turn: TurnSnapshot | undefined): TurnCanceller | undefined {
+  if (turn?.matches({ cancel: 'stopped' })) return 'stop';
+  if (turn?.matches({ cancel: 'preempted' })) return 'preempt';
+  return undefined;
+}
 const failed = (done: string) => done.replace('xstate.done.', 'xstate.error.');
 
 /** Errors the model's events carry (the real ones are compared by presence). */
@@ -102,33 +135,23 @@ export const turnLoopModel: ActorLogic<LoopSnapshot, TurnLoopEvent, TurnLoopInpu
       initial: initialEnv,
       update(env, { event, actions, previous }) {
         let next = env;
-        if (event.type === 'loop.push' && !event.token.withdrawn) {
-          next = {
-            ...next,
-            pushes: next.pushes + 1,
-            acks: next.acks + (event.ackId === undefined ? 0 : 1),
-          };
-        }
+        if (event.type === 'loop.push') next = { ...next, pushes: next.pushes + 1 };
         if (event.type === 'loop.idle_due' && previous.matches({ stop: { idleWaiting: 'idle' } })) {
           next = { ...next, now: next.now + IDLE_MS };
         }
-        if (event.type === 'turn.ended') next = { ...next, preempt: 'none', stop: 'none' };
+        if (event.type === 'turn.ended') next = { ...next, turn: undefined, immediate: false };
+        if (event.type === 'turn.started' && previous.matches({ loop: { turn: 'planning' } })) {
+          next = { ...next, turn: startedTurn(event.turnId, event.plan), immediate: false };
+        }
         for (const action of actions) {
-          const params = action.params as { src?: unknown; event?: TurnCancelCommand } | undefined;
-          if (action.type === 'xstate.spawnChild' && params?.src === 'turn') {
-            next = { ...next, preempt: 'none', stop: 'none' };
-          }
-          const command = params?.event;
+          const command = (action.params as { event?: TurnCancelCommand } | undefined)?.event;
           if (action.type !== 'xstate.sendTo' || command?.type !== 'turn.cancel') continue;
-          if (command.by === 'preempt') {
-            // A preempt contributes when it is the first request to reach the run.
-            if (next.preempt === 'none' && next.stop === 'none')
-              next = { ...next, preempt: 'contributed' };
-          } else if (command.request.mode === CancelMode.Immediate) {
-            next = { ...next, stop: 'immediate' };
-          } else if (next.stop === 'none') {
-            next = { ...next, stop: 'safePoint' };
-          }
+          if (next.turn === undefined) continue;
+          // The turn machine takes the cancel; here every cancel reaches the run (the model's
+          // turn runs alone in its session), so the turn's `cancel` region says who was first.
+          const [turn] = transition(turnMachine, next.turn, command);
+          const immediate = next.immediate || command.request.mode === CancelMode.Immediate;
+          next = { ...next, turn, immediate };
         }
         return next;
       },
@@ -159,14 +182,20 @@ const ending = (
 ): TurnEnding => ({
   status,
   error,
-  cancelError:
+  cancel:
     status === 'CANCELLED'
-      ? new TurnCancelledError(RUN_ID, 'turn', 'cancel', undefined, false)
+      ? {
+          kind: 'turn-cancelled',
+          runId: RUN_ID,
+          turnId: 'turn',
+          cause: 'cancel',
+          reason: undefined,
+          escalated: false,
+        }
       : undefined,
   agentState: undefined,
-  preemptContributed: env.preempt === 'contributed',
+  cancelledBy: status === 'CANCELLED' ? cancelledBy(env.turn) : undefined,
   agentStarted: true, // the model's turn runs at once: its session has no other run
-  endedByHandler: false,
 });
 
 /** Every event, with payloads for this snapshot (`filterEvents` keeps the realizable ones). */
@@ -175,14 +204,12 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
   const item = `i${env.pushes + 1}`;
   const push = (preempt: boolean): LoopStep => ({
     type: 'loop.push',
-    token: { seq: env.pushes + 1, withdrawn: false },
+    pushId: env.pushes + 1,
     item,
     at: env.now,
-    ackId: preempt ? env.acks + 1 : undefined,
     preempt: preempt
       ? { mode: CancelMode.AnySafePoint, timeoutMs: undefined, delayMs: undefined }
       : undefined,
-    decide: undefined,
     label: preempt ? `push ${item} (preempt)` : `push ${item}`,
   });
   const stop = (
@@ -230,7 +257,6 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
       type: 'turn.started',
       turnId,
       runId: RUN_ID,
-      at: env.now,
       plan: planFor(snapshot, true),
       label: 'genInput consumes one, agent prepared, run started',
     },
@@ -251,10 +277,7 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
     } as LoopStep,
     ended(ending('COMPLETED', env), 'agent completes'),
     ended(ending('FAILED', env, turnError), 'agent fails'),
-    ended(
-      ending('CANCELLED', env),
-      env.stop === 'immediate' ? 'agent unwinds' : 'agent reaches a safe point',
-    ),
+    ended(ending('CANCELLED', env), env.immediate ? 'agent unwinds' : 'agent reaches a safe point'),
     done(invoke.discard, undefined, 'used checkpoint deleted'),
     error(invoke.discard, 'delete failed'),
     done(invoke.save, undefined, 'checkpoint saved'),
@@ -288,9 +311,8 @@ export function loopEventIsRealizable(
       case 'turn.ended': {
         if (!at({ loop: { turn: 'running' } })) return false;
         const { status } = event.ending;
-        if (env.stop === 'immediate') return status === 'CANCELLED';
-        if (status === 'CANCELLED')
-          return env.preempt === 'contributed' || env.stop === 'safePoint';
+        if (env.immediate) return status === 'CANCELLED';
+        if (status === 'CANCELLED') return cancelledBy(env.turn) !== undefined;
         return true;
       }
       default: {
@@ -354,7 +376,7 @@ export function projectLoop(snapshot: LoopSnapshot): unknown {
     },
     resume: c.resume,
     lastPush: c.lastPush && {
-      seq: c.lastPush.seq,
+      pushId: c.lastPush.pushId,
       outcome: typeof c.lastPush.outcome === 'string' ? c.lastPush.outcome : 'error',
     },
     ending: c.ending && {
@@ -401,7 +423,7 @@ export function serializeLoopState(snapshot: LoopSnapshot): string {
     c.resume !== undefined,
     c.ending?.cause,
     c.exit?.midTurn,
-    env.preempt,
-    env.stop,
+    cancelledBy(env.turn),
+    env.immediate,
   ]);
 }

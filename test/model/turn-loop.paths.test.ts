@@ -13,7 +13,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AnyActorRef } from 'xstate';
-import { turnLoopMachine, type TurnLoopInput } from '../../machines/turn-loop.machine.js';
+import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
+import type { TurnLoopInput } from '../../machines/turn-loop.types.js';
 import {
   createRuntime,
   createTurnLoop,
@@ -199,11 +200,11 @@ function adapterFor(input: TurnLoopInput): PathAdapter<LoopSnapshot, LoopStep, L
         default: {
           const output = (event as unknown as { output?: unknown }).output;
           const ok = type.startsWith('xstate.done.');
-          if (type.endsWith('loop.loading')) {
+          if (type.endsWith('loadCheckpoint')) {
             const get = take(system.store.get, 'a checkpoint read');
             if (ok) get.resolve(output === undefined ? undefined : encode(output as never));
             else get.reject(storeError);
-          } else if (type.endsWith('saving')) {
+          } else if (type.endsWith('saveCheckpoint')) {
             const set = take(system.store.set, 'a checkpoint write');
             if (ok) set.resolve();
             else set.reject(storeError);
@@ -287,7 +288,7 @@ const fullOptions = {
   limit: 100_000,
 };
 
-const coreInput: TurnLoopInput = { hasStore: false, requeuePreempted: false };
+const coreInput: TurnLoopInput = { ...loopInput, hasStore: false };
 const coreLabels = new Set([
   'push i1',
   'push i1 (preempt)',

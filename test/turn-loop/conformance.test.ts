@@ -185,6 +185,64 @@ describe('TurnLoop conformance', () => {
     expect(exit.unhandledItems).toEqual([]);
   });
 
+  /**
+   * Turn 1 plans (genInput waits for the test) while `urgent` is pushed with a 100 ms preempt
+   * timeout; genInput then takes `planningMs` on the simulated clock before turn 1's run starts.
+   */
+  async function parkPreempt(planningMs: number) {
+    const gate = deferred();
+    const offered: string[][] = [];
+    const made = createTestLoop({
+      genInput: async (items) => {
+        offered.push([...items]);
+        if (offered.length === 1) await gate.promise;
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+    });
+    made.loop.push('a');
+    made.loop.run();
+    await until(() => offered.length === 1, 'genInput called for turn 1');
+    made.loop.push('urgent', { preempt: CancelMode.AnySafePoint, preemptTimeoutMs: 100 });
+    made.clock.increment(planningMs);
+    gate.resolve();
+    return { ...made, offered };
+  }
+
+  it('a preempt parked while the turn plans lands as immediate if its push + preemptTimeoutMs has passed (Eino)', async () => {
+    // genInput takes 150 ms: the preempt's deadline (100 ms after its push) has passed.
+    const { loop, stepped, runtime, offered } = await parkPreempt(150);
+    // Landed as immediate as turn 1's run started: its agent was aborted without waiting for
+    // a safe point (none came), and the urgent item runs next.
+    await until(() => offered.length === 2, 'turn 2 planned');
+    expect(offered[1]).toEqual(['urgent']);
+    expect(stepped.executions[0]?.ctx.signal.aborted).toBe(true);
+    const events = await runtime.eventLog.read({}, { ownerId: 'u1', sessionId: 's1' });
+    const cancelled = events.filter((e) => e.type === 'run.cancelled');
+    expect(cancelled.map((e) => (e.payload as { cause?: unknown }).cause)).toEqual(['preempt']);
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(stepped.last().input).toBe('urgent');
+    stepped.last().finish();
+    loop.stop();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toBeUndefined();
+    expect(exit.unhandledItems).toEqual([]);
+  });
+
+  it('a preempt parked while the turn plans, deadline not yet passed, escalates at push + preemptTimeoutMs', async () => {
+    const { loop, stepped, clock } = await parkPreempt(60);
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    const first = stepped.last();
+    clock.increment(39); // 99 ms after the push: not escalated yet
+    await flush();
+    expect(first.ctx.signal.aborted).toBe(false);
+    clock.increment(1); // 100 ms after the push (40 ms after delivery): escalated
+    await until(() => first.ctx.signal.aborted, 'escalated at push + 100 ms');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+  });
+
   it('a delayed preempt against a turn that has ended does nothing', async () => {
     const { loop, stepped, clock, runtime } = createTestLoop();
     loop.push('a');

@@ -1,0 +1,299 @@
+/**
+ * The turn machine: one turn of a TurnLoop, spawned by the loop (docs/architecture.md,
+ * "TurnLoop"). Eino ADK's TurnLoop runs the same steps in one goroutine; here each is a state.
+ *
+ * @remarks
+ * Two parallel regions:
+ * - `progress`: `planning → starting → running → handling → ended`. `planning` is genInput (or
+ *   genResume), then prepareAgent (`planTurn`, answering `turn.planned`); `starting` starts the run (`startRun`) and the
+ *   loop hears `turn.started`, with the plan and the run id, in the same step. While `running`,
+ *   the run executes (`followRun` answers `run.settled`) and onAgentEvents reads its events
+ *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for onAgentEvents once the run has
+ *   settled. A handler that returns while its run executes cancels the run. Then `turn.ended`.
+ * - `cancel`: who of the loop cancelled the run: `uncancelled → preempted → stopped`,
+ *   `uncancelled → stopped`, or `uncancelled → endedByHandler`. A `turn.cancel` command reaches
+ *   the run through `cancelRun`, which records whether it contributed to the run's cancel
+ *   request; only a contributing cancel moves the region. The loop's stop overrides its
+ *   preempt; a cancel from anyone else (a direct cancel, a timeout, a shutdown) leaves it
+ *   `uncancelled`.
+ *
+ * The run is the session's child, in the runtime's actor system: the turn knows it by run id.
+ * Agents are functions, so they never travel in events or context: `planTurn` leaves the agent
+ * with the runtime, keyed by turn id. The machine is pure: `createTurnLoop` provides
+ * `planTurn`, `startRun`, `followRun`, `handleEvents`, `cancelRun` and the signal actions.
+ *
+ * @module
+ */
+import { assign, enqueueActions, fromCallback, raise, sendParent, setup, stateIn } from 'xstate';
+import type { EventObject } from 'xstate';
+import { CancelMode } from './cancel-request.js';
+import type {
+  HandlerResult,
+  RunSettlement,
+  TurnCancelCommand,
+  TurnCanceller,
+  TurnEnding,
+  TurnInput,
+  TurnLoopEvent,
+  TurnPlan,
+} from './turn-loop.types.js';
+
+/** The latest cancel this turn sent its run, written by `cancelRun`. */
+export interface TurnCancelRecord {
+  readonly by: TurnCanceller;
+  /** The request changed the run's pending cancel (else someone was there first). */
+  readonly contributed: boolean;
+  readonly reason: string | undefined;
+}
+
+/** What the turn machine remembers. */
+export interface TurnMachineContext {
+  readonly input: TurnInput;
+  readonly plan: TurnPlan | undefined;
+  /** Written by `startRun`: the started run's id, or why it could not start. */
+  readonly runId: string | undefined;
+  readonly startError: unknown;
+  readonly settlement: RunSettlement | undefined;
+  readonly handled: HandlerResult | undefined;
+  readonly lastCancel: TurnCancelRecord | undefined;
+}
+
+/** Events the turn machine accepts: the loop's cancel, and what its logic reports. */
+export type TurnEvent =
+  | TurnCancelCommand
+  /** genInput (or genResume) answered, and prepareAgent if anything was consumed. */
+  | { type: 'turn.planned'; plan: TurnPlan }
+  /** genInput, genResume or prepareAgent threw. */
+  | { type: 'turn.plan_failed'; error: unknown }
+  | { type: 'run.settled'; settlement: RunSettlement }
+  | { type: 'handler.returned'; result: HandlerResult };
+
+/** The cancel a handler that returned early sends its still running run. */
+const handlerCancel: TurnCancelCommand = {
+  type: 'turn.cancel',
+  request: {
+    mode: CancelMode.Immediate,
+    deadlineAt: undefined,
+    recursive: true,
+    cause: 'cancel',
+    reason: 'onAgentEvents returned before the run ended',
+  },
+  by: 'handler',
+};
+
+const turnSetup = setup({
+  types: {
+    context: {} as TurnMachineContext,
+    events: {} as TurnEvent,
+    input: {} as TurnInput,
+  },
+  actors: {
+    /**
+     * Placeholder: genInput or genResume (checked against the items), then prepareAgent;
+     * answers `turn.planned` or `turn.plan_failed`.
+     */
+    planTurn: fromCallback<EventObject, TurnInput>(() => undefined),
+    /** Placeholder: answers `run.settled` once the run has settled. */
+    followRun: fromCallback<EventObject, { turnId: string; runId: string }>(() => undefined),
+    /** Placeholder: onAgentEvents over the run's events; answers `handler.returned`. */
+    handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(({ sendBack }) =>
+      sendBack({ type: 'handler.returned', result: { error: undefined, isCancellation: false } }),
+    ),
+  },
+  actions: {
+    /** Placeholder (an `assign` the runtime replaces): starts the run, writing `runId` or `startError`. */
+    startRun: assign(({ context }) => ({
+      runId: `run-${context.input.turnId}`,
+      startError: undefined,
+    })),
+    /**
+     * Placeholder (an `assign` the runtime replaces): sends the command's request to the run and
+     * records whether it contributed. Here every cancel contributes.
+     */
+    cancelRun: assign(({ event }) => {
+      if (event.type !== 'turn.cancel') return {};
+      return { lastCancel: { by: event.by, contributed: true, reason: event.request.reason } };
+    }),
+    /** Placeholder: aborts the turn's `preempted` signal. */
+    signalPreempted: (_, _reason: string | undefined) => undefined,
+    /** Placeholder: aborts the turn's `stopped` signal. */
+    signalStopped: (_, _reason: string | undefined) => undefined,
+    /** Placeholder: the turn has ended; the runtime forgets what it kept for it. */
+    forgetTurn: (_, _turnId: string) => undefined,
+  },
+  guards: {
+    consumedNothing: ({ event }) =>
+      event.type === 'turn.planned' && event.plan.consumed.length === 0,
+    startFailed: ({ context }) => context.runId === undefined,
+    landed: ({ context }, by: TurnCanceller) =>
+      context.lastCancel?.contributed === true && context.lastCancel.by === by,
+    runSettled: ({ context }) => context.settlement !== undefined,
+    handlerReturned: ({ context }) => context.handled !== undefined,
+    stoppedIt: stateIn({ cancel: 'stopped' }),
+    preemptedIt: stateIn({ cancel: 'preempted' }),
+    handlerEndedIt: stateIn({ cancel: 'endedByHandler' }),
+  },
+});
+
+/**
+ * The turn machine definition. Bind it with {@link turnMachine}`.provide({ actors, actions })`;
+ * `createTurnLoop` does, and registers it as the loop's `turn` logic.
+ */
+export const turnMachine = turnSetup
+  .extend({
+    actions: {
+      /** Tells the loop how the turn ended: the run's settlement, the handler's error, who cancelled. */
+      reportEnding: turnSetup.createAction(
+        enqueueActions(({ context, enqueue, check }) => {
+          const settlement = context.settlement as RunSettlement;
+          const handled = context.handled as HandlerResult;
+          const cancelled = settlement.status === 'CANCELLED';
+          const ending: TurnEnding = {
+            status: settlement.status,
+            // The loop handles its turns' cancellations itself.
+            error: cancelled && handled.isCancellation ? undefined : handled.error,
+            cancel: settlement.cancel,
+            agentState: settlement.agentState,
+            cancelledBy: check('stoppedIt')
+              ? 'stop'
+              : check('preemptedIt')
+                ? 'preempt'
+                : check('handlerEndedIt')
+                  ? 'handler'
+                  : undefined,
+            agentStarted: settlement.agentStarted,
+          };
+          enqueue({ type: 'forgetTurn', params: context.input.turnId });
+          enqueue.sendParent({ type: 'turn.ended', turnId: context.input.turnId, ending });
+        }),
+      ),
+      /** Planning failed (genInput, genResume or prepareAgent threw) or the run did not start. */
+      reportFailure: turnSetup.createAction(
+        enqueueActions(({ context, event, enqueue }) => {
+          const error = event.type === 'turn.plan_failed' ? event.error : context.startError;
+          enqueue({ type: 'forgetTurn', params: context.input.turnId });
+          enqueue.sendParent({ type: 'turn.failed', turnId: context.input.turnId, error });
+        }),
+      ),
+    },
+  })
+  .createMachine({
+    id: 'turn',
+    type: 'parallel',
+    context: ({ input }) => ({
+      input,
+      plan: undefined,
+      runId: undefined,
+      startError: undefined,
+      settlement: undefined,
+      handled: undefined,
+      lastCancel: undefined,
+    }),
+    states: {
+      progress: {
+        initial: 'planning',
+        states: {
+          /** genInput (or genResume), then prepareAgent. */
+          planning: {
+            invoke: { id: 'plan', src: 'planTurn', input: ({ context }) => context.input },
+            on: {
+              'turn.planned': [
+                {
+                  guard: 'consumedNothing',
+                  target: 'ended',
+                  actions: sendParent(({ context, event }): TurnLoopEvent => ({
+                    type: 'turn.skipped',
+                    turnId: context.input.turnId,
+                    plan: event.plan,
+                  })),
+                },
+                { target: 'starting', actions: assign(({ event }) => ({ plan: event.plan })) },
+              ],
+              'turn.plan_failed': { target: 'ended', actions: 'reportFailure' },
+            },
+          },
+          /** The run starts, and the loop hears it with the plan, in this one step. */
+          starting: {
+            entry: 'startRun',
+            always: [
+              { guard: 'startFailed', target: 'ended', actions: 'reportFailure' },
+              {
+                target: 'running',
+                actions: [
+                  sendParent(({ context }): TurnLoopEvent => ({
+                    type: 'turn.started',
+                    turnId: context.input.turnId,
+                    runId: context.runId as string,
+                    plan: context.plan as TurnPlan,
+                  })),
+                  enqueueActions(({ context, enqueue }) =>
+                    enqueue.spawnChild('handleEvents', {
+                      id: 'handler',
+                      input: { turnId: context.input.turnId, runId: context.runId as string },
+                    }),
+                  ),
+                ],
+              },
+            ],
+          },
+          /** The run executes; onAgentEvents reads its events. */
+          running: {
+            invoke: {
+              id: 'run',
+              src: 'followRun',
+              input: ({ context }) => ({
+                turnId: context.input.turnId,
+                runId: context.runId as string,
+              }),
+            },
+            on: {
+              'run.settled': {
+                target: 'handling',
+                actions: assign(({ event }) => ({ settlement: event.settlement })),
+              },
+            },
+          },
+          /** The run has settled; onAgentEvents has not returned yet. */
+          handling: {
+            always: { guard: 'handlerReturned', target: 'ended', actions: 'reportEnding' },
+          },
+          /** The loop has heard how the turn went (or that it was skipped or failed). */
+          ended: { type: 'final' },
+        },
+        on: {
+          'handler.returned': [
+            {
+              guard: 'runSettled',
+              actions: assign(({ event }) => ({ handled: event.result })),
+            },
+            {
+              // A handler that returns before its run has settled does not leave the run behind.
+              actions: [assign(({ event }) => ({ handled: event.result })), raise(handlerCancel)],
+            },
+          ],
+        },
+      },
+      cancel: {
+        initial: 'uncancelled',
+        on: { 'turn.cancel': { actions: 'cancelRun' } },
+        states: {
+          uncancelled: {
+            always: [
+              { guard: { type: 'landed', params: 'stop' }, target: 'stopped' },
+              { guard: { type: 'landed', params: 'preempt' }, target: 'preempted' },
+              { guard: { type: 'landed', params: 'handler' }, target: 'endedByHandler' },
+            ],
+          },
+          preempted: {
+            entry: { type: 'signalPreempted', params: ({ context }) => context.lastCancel?.reason },
+            always: { guard: { type: 'landed', params: 'stop' }, target: 'stopped' },
+          },
+          stopped: {
+            entry: { type: 'signalStopped', params: ({ context }) => context.lastCancel?.reason },
+          },
+          /** onAgentEvents returned before the run ended and nothing else had cancelled it. */
+          endedByHandler: {},
+        },
+      },
+    },
+  });

@@ -1,0 +1,350 @@
+/**
+ * bindTurn: the turn machine (`machines/turn.machine.ts`) bound to a runtime and the user's
+ * callbacks: genInput / genResume, prepareAgent, the run, onAgentEvents, and the turn's
+ * `preempted` / `stopped` signals (docs/architecture.md, "TurnLoop").
+ *
+ * @module
+ */
+import { assign, fromCallback, type EventObject } from 'xstate';
+import { CancelMode } from '../../machines/cancel-request.js';
+import { terminalRunStatuses } from '../../machines/run.machine.js';
+import { turnMachine } from '../../machines/turn.machine.js';
+import type {
+  HandlerResult,
+  RunSettlement,
+  TurnInput,
+  TurnPlan,
+} from '../../machines/turn-loop.types.js';
+import { InvalidArgumentError, isCancellation } from '../errors.js';
+import { LazyAbortController } from '../lazy-abort-controller.js';
+import type { Agent } from '../run/agent.js';
+import { executorOf, type AgentRun } from '../run/agent-run.js';
+import { partitionItems } from './partition-items.js';
+import type { TurnContext, TurnLoopConfig } from './turn-loop-types.js';
+
+/** What the runtime keeps for one turn, by turn id: agents and signals never enter the machine. */
+interface TurnHost<TItem> {
+  agent: Agent<unknown, unknown> | undefined;
+  run: AgentRun<unknown> | undefined;
+  context: TurnContext<TItem> | undefined;
+  /** Their signals exist only if the turn's onAgentEvents reads them. */
+  readonly preempted: LazyAbortController;
+  readonly stopped: LazyAbortController;
+}
+
+/** The bound turn logic and the turns it runs. @internal */
+export interface BoundTurns<TItem> {
+  /** The `turn` logic to register with the loop machine. */
+  readonly logic: typeof turnMachine;
+  /** The context of a turn whose run has started (what a push strategy sees), by turn id. */
+  contextOf(turnId: string): TurnContext<TItem> | undefined;
+  /**
+   * The loop has left the turn (it ended, or the loop stopped or failed meanwhile): its run, if
+   * it has not ended, is cancelled at once, and the turn is forgotten.
+   */
+  leave(turnId: string): void;
+  /** Forgets every turn (the loop has exited). */
+  clear(): void;
+}
+
+const resolved: Promise<void> = Promise.resolve();
+
+const cancelNow = (run: AgentRun<unknown>, reason: string) =>
+  executorOf(run).cancelWith({
+    mode: CancelMode.Immediate,
+    deadlineAt: undefined,
+    recursive: true,
+    cause: 'cancel',
+    reason,
+  });
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+/**
+ * Binds the turn machine to `config`.
+ *
+ * @param config - the loop's config (runtime, session, callbacks)
+ * @param stopCause - reads the loop's stop cause so far, for `TurnContext.stopCause`
+ * @returns the bound logic and the table of live turns
+ * @throws never; a callback's error becomes the turn's `turn.failed` or its ending
+ * @internal
+ */
+export function bindTurn<TItem, TInput>(
+  config: TurnLoopConfig<TItem, TInput>,
+  stopCause: () => string | undefined,
+): BoundTurns<TItem> {
+  const { runtime, ownerId, sessionId } = config;
+  const hosts = new Map<string, TurnHost<TItem>>();
+  const hostOf = (turnId: string): TurnHost<TItem> => {
+    let host = hosts.get(turnId);
+    if (host === undefined) {
+      host = {
+        agent: undefined,
+        run: undefined,
+        context: undefined,
+        preempted: new LazyAbortController(),
+        stopped: new LazyAbortController(),
+      };
+      hosts.set(turnId, host);
+    }
+    return host;
+  };
+
+  /**
+   * The turn's run: kept by its turn, else found by id through the runtime; `undefined` once the
+   * loop has left the turn and the run has settled.
+   */
+  const runOf = ({ turnId, runId }: { turnId: string; runId: string }) =>
+    hosts.get(turnId)?.run ?? runtime.runs.find(ownerId, sessionId, runId);
+
+  /** genInput or genResume, its answer checked against the offered items. */
+  const generate = async (input: TurnInput, planning: LazyAbortController): Promise<TurnPlan> => {
+    const { turnId } = input;
+    if (input.kind === 'input') {
+      const answer = await config.genInput(input.items as TItem[], {
+        turnId,
+        preemptedItems: input.preemptedItems as TItem[],
+        get signal() {
+          return planning.signal;
+        },
+      });
+      return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
+    }
+    const offered = [...input.interrupted, ...input.unhandled, ...input.newItems];
+    if (config.genResume === undefined) {
+      const answer = await config.genInput(offered as TItem[], {
+        turnId,
+        preemptedItems: [],
+        get signal() {
+          return planning.signal;
+        },
+      });
+      return partitionItems(answer, offered, 'genInput');
+    }
+    const answer = await config.genResume({
+      turnId,
+      interrupted: input.interrupted as TItem[],
+      unhandled: input.unhandled as TItem[],
+      newItems: input.newItems as TItem[],
+      agentState: input.agentState,
+      get signal() {
+        return planning.signal;
+      },
+    });
+    return partitionItems(answer, offered, 'genResume');
+  };
+
+  /** prepareAgent(consumed), its answer checked. */
+  const prepare = async (
+    input: TurnInput,
+    consumed: readonly unknown[],
+    planning: LazyAbortController,
+  ): Promise<Agent<unknown, unknown>> => {
+    const agent: unknown = await config.prepareAgent(consumed as TItem[], {
+      turnId: input.turnId,
+      resume: input.kind === 'resume',
+      get signal() {
+        return planning.signal;
+      },
+    });
+    if (
+      typeof agent !== 'object' ||
+      agent === null ||
+      !isFunction((agent as { execute?: unknown }).execute)
+    ) {
+      throw new InvalidArgumentError(
+        'prepareAgent()',
+        'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
+      );
+    }
+    return agent as Agent<unknown, unknown>;
+  };
+
+  /** onAgentEvents over the run's events (or the default: the run's error); `undefined` if the loop left. */
+  const handle = async (
+    input: { turnId: string; runId: string },
+    live: () => boolean,
+  ): Promise<HandlerResult | undefined> => {
+    const run = runOf(input);
+    if (run === undefined) return undefined;
+    let error: unknown;
+    try {
+      await resolved; // listeners run after the loop step that started the turn
+      const context = hosts.get(input.turnId)?.context;
+      // The loop left the turn meanwhile (code run by the run's start stopped it).
+      if (!live() || context === undefined) return undefined;
+      if (config.onAgentEvents !== undefined) {
+        error = (await config.onAgentEvents(context, run.events())) ?? undefined;
+      } else {
+        // The default handler: the run's error is taken from its outcome, and events nobody
+        // reads are not followed (draining them cost a log follower per turn).
+        const outcome = await run.termination;
+        // An agent may throw anything; a nullish throw must still end the loop as a failure.
+        if (outcome.status === 'FAILED') {
+          error = outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
+        }
+      }
+    } catch (thrown) {
+      error = thrown ?? new Error('onAgentEvents threw a nullish value');
+    }
+    return { error, isCancellation: error !== undefined && isCancellation(error) };
+  };
+
+  const logic = turnMachine.provide({
+    actors: {
+      // Planning starts one microtask after the step that entered the turn, so that user code
+      // never runs inside a loop step (it may push). A stop stops this logic: its signal (built
+      // only if read) aborts and nothing is called after.
+      planTurn: fromCallback<EventObject, TurnInput>(({ input, sendBack }) => {
+        const planning = new LazyAbortController();
+        let live = true;
+        const plan = async (): Promise<TurnPlan | undefined> => {
+          await resolved;
+          if (!live) return undefined;
+          const planned = await generate(input, planning);
+          if (!live) return undefined;
+          if (planned.consumed.length > 0) {
+            hostOf(input.turnId).agent = await prepare(input, planned.consumed, planning);
+          }
+          return planned;
+        };
+        void plan().then(
+          (planned) => {
+            live = false;
+            if (planned !== undefined) sendBack({ type: 'turn.planned', plan: planned });
+          },
+          (error: unknown) => {
+            live = false;
+            sendBack({ type: 'turn.plan_failed', error });
+          },
+        );
+        return () => {
+          if (!live) return;
+          live = false;
+          planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
+        };
+      }),
+      followRun: fromCallback<EventObject, { turnId: string; runId: string }>(
+        ({ input, sendBack }) => {
+          const run = runOf(input);
+          if (run === undefined) return undefined; // the loop has left the turn
+          void run.termination.then((outcome) => {
+            const settlement: RunSettlement = {
+              status: outcome.status,
+              cancel:
+                outcome.status === 'CANCELLED'
+                  ? {
+                      kind: 'turn-cancelled',
+                      runId: run.id,
+                      turnId: input.turnId,
+                      cause: outcome.cause,
+                      reason: outcome.reason,
+                      escalated: outcome.escalated,
+                    }
+                  : undefined,
+              agentState: run.safePointState,
+              agentStarted: run.agentStarted,
+            };
+            sendBack({ type: 'run.settled', settlement });
+          });
+          // A loop that leaves the turn (it stopped or failed) does not leave the run behind.
+          return () => {
+            if (!terminalRunStatuses.has(run.status)) cancelNow(run, 'turn loop stopped');
+          };
+        },
+      ),
+      handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(
+        ({ input, sendBack }) => {
+          let live = true;
+          void handle(input, () => live).then((result) => {
+            if (result !== undefined) sendBack({ type: 'handler.returned', result });
+          });
+          return () => {
+            live = false;
+          };
+        },
+      ),
+    },
+    actions: {
+      startRun: assign(({ context }) => {
+        const { turnId } = context.input;
+        const host = hostOf(turnId);
+        const plan = context.plan as TurnPlan;
+        let run: AgentRun<unknown> | undefined;
+        try {
+          run = runtime.prepare({
+            ownerId,
+            sessionId,
+            agent: host.agent as Agent<unknown, unknown>,
+            input: plan.input,
+          });
+          host.run = run; // code run by start() (an inspector) may stop the loop: `leave` cancels it
+          run.start();
+        } catch (error) {
+          // A run prepared but not started would stay registered: it never runs now.
+          if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+            cancelNow(run, 'its turn could not start');
+          }
+          return { runId: undefined, startError: error };
+        }
+        const started = run;
+        host.agent = undefined;
+        host.context = {
+          turnId,
+          runId: started.id,
+          consumed: plan.consumed as readonly TItem[],
+          get preempted() {
+            return host.preempted.signal;
+          },
+          get stopped() {
+            return host.stopped.signal;
+          },
+          get stopCause() {
+            return stopCause();
+          },
+        };
+        return { runId: started.id, startError: undefined };
+      }),
+      // The turn knows its run by id, through the runtime: a settled run is no longer found.
+      cancelRun: assign(({ context, event }) => {
+        if (event.type !== 'turn.cancel') return {};
+        const run =
+          context.runId === undefined
+            ? undefined
+            : runtime.runs.find(ownerId, sessionId, context.runId);
+        // A deadline fixed at the push that has already passed (the turn planned longer than the
+        // preempt's timeout) lands as the escalation it promised: immediate, recursive.
+        const { request } = event;
+        const due = request.deadlineAt !== undefined && request.deadlineAt <= runtime.clock.now();
+        const sent = due
+          ? { ...request, mode: CancelMode.Immediate, deadlineAt: undefined, recursive: true }
+          : request;
+        const contributed = run !== undefined && executorOf(run).cancelWith(sent).contributed;
+        return { lastCancel: { by: event.by, contributed, reason: event.request.reason } };
+      }),
+      // Listeners run after this step, so they may push.
+      signalPreempted: ({ context }, reason) => {
+        const host = hosts.get(context.input.turnId);
+        if (host !== undefined) queueMicrotask(() => host.preempted.abort(reason));
+      },
+      signalStopped: ({ context }, reason) => {
+        const host = hosts.get(context.input.turnId);
+        if (host !== undefined) queueMicrotask(() => host.stopped.abort(reason));
+      },
+      forgetTurn: (_, turnId) => hosts.delete(turnId),
+    },
+  });
+
+  return {
+    logic,
+    contextOf: (turnId) => hosts.get(turnId)?.context,
+    leave(turnId) {
+      const run = hosts.get(turnId)?.run;
+      hosts.delete(turnId);
+      if (run !== undefined && !terminalRunStatuses.has(run.status)) {
+        cancelNow(run, 'turn loop stopped');
+      }
+    },
+    clear: () => hosts.clear(),
+  };
+}
