@@ -1,0 +1,111 @@
+/**
+ * Helpers for the page tests in headless Chromium: Debian's /usr/bin/chromium through
+ * playwright-core (no browser is ever downloaded), an axe-core check, and screenshots in
+ * light and dark at the widths a person uses (test-artifacts/pages, not committed).
+ */
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+export const executablePath = '/usr/bin/chromium';
+/** Skipped where Chromium is missing, except in CI, where the tests run and fail instead. */
+export const skipBrowser = !existsSync(executablePath) && process.env.CI === undefined;
+if (skipBrowser) {
+  console.warn(
+    `[page tests skipped] ${executablePath} is missing; install it with: apt-get install -y chromium (CI never skips)`,
+  );
+}
+
+export const artifacts = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
+
+/** Launches Debian's Chromium, headless, with no network of its own. */
+export function launchChromium(): Promise<Browser> {
+  mkdirSync(artifacts, { recursive: true });
+  return chromium.launch({
+    executablePath,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+const axeSource = readFileSync(
+  createRequire(import.meta.url).resolve('axe-core/axe.min.js'),
+  'utf8',
+);
+
+/** A violation as the tests report it: rule, impact and how many nodes. */
+export interface AxeFinding {
+  readonly id: string;
+  readonly impact: string | null;
+  readonly nodes: readonly string[];
+}
+
+/**
+ * Runs axe-core (WCAG 2 A and AA rules and best practices) on the page as it is now.
+ *
+ * @returns every violation, each with the selectors of its nodes
+ */
+export async function axeViolations(page: Page): Promise<AxeFinding[]> {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (o: unknown) => Promise<unknown> } }).axe;
+    const result = (await axe.run({
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa', 'best-practice'] },
+    })) as {
+      violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown[] }> }>;
+    };
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.map((n) => n.target.join(' ')),
+    }));
+  });
+}
+
+/** Only the violations a person is blocked by: impact `serious` or `critical`. */
+export const blocking = (findings: readonly AxeFinding[]) =>
+  findings.filter((f) => f.impact === 'serious' || f.impact === 'critical');
+
+/**
+ * Elements whose box pokes out of the viewport sideways (nothing should at 360 px), ignoring
+ * those inside a scrolling container that clips them (`overflow` other than visible).
+ *
+ * @returns a description of each: tag, id or class, and its left/right edges
+ */
+export function outsideViewport(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const clipped = (node: Element) => {
+      for (let p = node.parentElement; p !== null && p !== document.body; p = p.parentElement) {
+        const style = getComputedStyle(p);
+        if (style.overflowX !== 'visible' || style.overflow !== 'visible') return true;
+      }
+      return false;
+    };
+    const out: string[] = [];
+    for (const node of Array.from(document.body.querySelectorAll('*'))) {
+      const box = node.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) continue;
+      if ((box.left < -0.5 || box.right > width + 0.5) && !clipped(node)) {
+        out.push(
+          `${node.tagName.toLowerCase()}#${node.id}.${String(node.className)} ${box.left}..${box.right}`,
+        );
+      }
+    }
+    return out;
+  });
+}
+
+/** Saves a screenshot under test-artifacts/pages, to look at. */
+export async function shoot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
+}
