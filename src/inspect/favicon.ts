@@ -5,7 +5,8 @@
  * @module
  */
 
-const svg =
+/** @internal The icon as SVG markup, 32 × 32 (the chat page's header shows it too). */
+export const runplaneIconSvg =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">' +
   '<rect width="32" height="32" rx="7" fill="#1a66c9"/>' +
   '<rect x="6" y="8" width="14" height="4" rx="2" fill="#fff"/>' +
@@ -14,4 +15,4 @@ const svg =
   '</svg>';
 
 /** @internal The `<link rel="icon">` element both pages put in their `<head>`. */
-export const faviconLink = `<link rel="icon" type="image/svg+xml" href="data:image/svg+xml,${encodeURIComponent(svg)}">`;
+export const faviconLink = `<link rel="icon" type="image/svg+xml" href="data:image/svg+xml,${encodeURIComponent(runplaneIconSvg)}">`;

@@ -13,6 +13,7 @@ import { SimulatedClock } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { planDemoReply } from '../../src/server/demo-agent.js';
 import { startServer, type RunningServer } from '../../src/server/serve.js';
+import { advanceUntil as advanceWith } from '../pages/browser.js';
 
 const chromiumPath = '/usr/bin/chromium';
 const inCi = process.env.CI === 'true';
@@ -64,30 +65,19 @@ afterAll(async () => {
 /** The page's cursor (the last seq it applied). */
 const cursorOf = async (page: Page) => Number(await page.locator('#cursor').textContent());
 
-/** The session's last seq in the log. */
+const at = {
+  get server() {
+    return server;
+  },
+  clock,
+  stepMs: chunkDelayMs,
+};
+const advanceUntil = (page: Page, sessionId: string, done: () => Promise<boolean>) =>
+  advanceWith(page, at, sessionId, done);
 const lastSeq = (sessionId: string) =>
   server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
 
-/** Waits until the page has applied every event logged so far. */
-async function caughtUp(page: Page, sessionId: string) {
-  const seq = lastSeq(sessionId);
-  await page.waitForFunction(
-    (want) => Number(document.getElementById('cursor')?.textContent) >= want,
-    seq,
-  );
-}
-
-/** Moves the clock one chunk at a time, each time after the page caught up, until `done`. */
-async function advanceUntil(page: Page, sessionId: string, done: () => Promise<boolean>) {
-  for (let i = 0; i < 2_000; i++) {
-    await caughtUp(page, sessionId);
-    if (await done()) return;
-    clock.increment(chunkDelayMs);
-  }
-  throw new Error('the condition never held');
-}
-
-const turn = (page: Page, index: number) => page.locator('section.turn').nth(index);
+const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
 const statusOf = (page: Page, index: number) => turn(page, index).getAttribute('data-status');
 const replyOf = async (page: Page, index: number) =>
   (await turn(page, index).locator('.reply .text').allTextContents()).join('');
@@ -116,7 +106,7 @@ describe.skipIf(skip)('chat page in headless Chromium', () => {
 
     // Send, and watch the reply stream in.
     await send(page, 'hello there');
-    await expect.poll(() => page.locator('section.turn').count()).toBe(1);
+    await expect.poll(() => page.locator('article.turn').count()).toBe(1);
     await advanceUntil(page, sessionId, async () =>
       (await replyOf(page, 0)).includes('This reply'),
     );
@@ -156,7 +146,7 @@ describe.skipIf(skip)('chat page in headless Chromium', () => {
     streams.length = 0;
     await page.reload();
     await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
-    expect(await page.locator('section.turn').count()).toBe(before.turns);
+    expect(await page.locator('article.turn').count()).toBe(before.turns);
     expect(await cursorOf(page)).toBe(before.cursor);
     expect(await replyOf(page, 3)).toBe(before.reply);
     expect(streams).toHaveLength(1);

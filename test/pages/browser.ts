@@ -109,3 +109,42 @@ export function outsideViewport(page: Page): Promise<string[]> {
 export async function shoot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
 }
+
+/** What {@link advanceUntil} needs of the server under test. */
+export interface ClockedServer {
+  readonly server: {
+    runtime: {
+      eventLog: { lastSeq: (ctx: object, key: { ownerId: string; sessionId: string }) => number };
+    };
+  };
+  readonly clock: { increment: (ms: number) => void };
+  /** How far the clock moves per step, in ms (the demo model's pause before each word). */
+  readonly stepMs: number;
+}
+
+/** Waits until the chat page has applied every event its session logged so far. */
+export async function caughtUp(page: Page, at: ClockedServer, sessionId: string): Promise<void> {
+  const seq = at.server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
+  await page.waitForFunction(
+    (want) => Number(document.getElementById('cursor')?.textContent) >= want,
+    seq,
+  );
+}
+
+/**
+ * Moves the simulated clock one step at a time, each time after the page caught up, until
+ * `done` holds: nothing depends on the wall clock.
+ */
+export async function advanceUntil(
+  page: Page,
+  at: ClockedServer,
+  sessionId: string,
+  done: () => Promise<boolean>,
+): Promise<void> {
+  for (let i = 0; i < 2_000; i++) {
+    await caughtUp(page, at, sessionId);
+    if (await done()) return;
+    at.clock.increment(at.stepMs);
+  }
+  throw new Error('the condition never held');
+}

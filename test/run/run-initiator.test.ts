@@ -18,7 +18,7 @@ const stopsWhenInterrupted: Agent<unknown, string> = {
 async function endsOf(
   runtime: ReturnType<typeof createTestRuntime>['runtime'],
   sessionId: string,
-): Promise<Array<[string | null, string, unknown]>> {
+): Promise<Array<[string | undefined, string, unknown]>> {
   const events = await runtime.eventLog.read({}, { ownerId: 'o', sessionId });
   return events
     .filter((e) => e.type === 'run.cancelled' || e.type === 'run.completed')

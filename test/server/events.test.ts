@@ -151,7 +151,7 @@ describe('user.message and the session strategy', () => {
       [4, 'session.run_started', first?.run_id],
       [5, 'run.status', first?.run_id],
     ]);
-    expect(log[0]?.payload).toEqual({ run_id: first?.run_id, text: 'one' });
+    expect(log[0]?.payload).toEqual({ run_id: first?.run_id, text: 'one', strategy: 'enqueue' });
     gate.complete(first?.run_id ?? '', 'done');
     await t.waitForEvent(id, (e) => e.type === 'session.run_started' && e.runId === second?.run_id);
     gate.complete(second?.run_id ?? '', 'done');
