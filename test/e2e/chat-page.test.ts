@@ -5,24 +5,19 @@
  * from its cursor. The server runs the default demo agent on a simulated clock; time moves
  * only once the page has shown every event logged so far, so nothing depends on wall time.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { SimulatedClock } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { planDemoReply } from '../../src/server/demo-agent.js';
 import { startServer, type RunningServer } from '../../src/server/serve.js';
-import { advanceUntil as advanceWith } from '../pages/browser.js';
-
-const chromiumPath = '/usr/bin/chromium';
-const inCi = process.env.CI === 'true';
-const skip = !existsSync(chromiumPath) && !inCi;
-if (skip) {
-  console.warn(
-    `[e2e] skipped: ${chromiumPath} is missing (install it with: apt-get install -y chromium). In CI (CI=true) this test runs and fails instead.`,
-  );
-}
+import {
+  advanceUntil as advanceWith,
+  launchChromium,
+  skipBrowser as skip,
+} from '../pages/browser.js';
 
 const chunkDelayMs = 60;
 let server: RunningServer;
@@ -40,19 +35,7 @@ beforeAll(async () => {
     chunkDelayMs,
     log: () => undefined,
   });
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {

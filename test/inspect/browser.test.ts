@@ -7,13 +7,13 @@
  * `waitForSelector`, whose timeout only bounds a failure).
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import {
@@ -25,17 +25,11 @@ import {
 } from '../../src/index.js';
 import { registeredMachines } from '../../src/inspect/machine-registry.js';
 import { tick } from '../helpers.js';
+import { launchChromium, skipBrowser as skip } from '../pages/browser.js';
 import { createRecordedRuntime, steppingAgent } from './timeline-helpers.js';
 
-const executablePath = '/usr/bin/chromium';
 const root = join(import.meta.dirname, '..', '..');
 const artifacts = join(root, 'test-artifacts', 'browser');
-const skip = !existsSync(executablePath) && process.env.CI === undefined;
-if (skip) {
-  console.warn(
-    `[browser tests skipped] ${executablePath} is missing; install it with: apt-get install -y chromium (CI installs it and never skips)`,
-  );
-}
 
 const waitsForSignal: Agent<string, string> = {
   execute: (_input, ctx) =>
@@ -129,19 +123,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
 
   beforeAll(async () => {
     mkdirSync(artifacts, { recursive: true });
-    browser = await chromium.launch({
-      executablePath,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -3,12 +3,16 @@
  * playwright-core (no browser is ever downloaded), an axe-core check, and screenshots in
  * light and dark at the widths a person uses (test-artifacts/pages, not committed).
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import axe from 'axe-core';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
+import type { SimulatedClock } from 'xstate';
+import { startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
 
-export const executablePath = '/usr/bin/chromium';
+const executablePath = '/usr/bin/chromium';
 /** Skipped where Chromium is missing, except in CI, where the tests run and fail instead. */
 export const skipBrowser = !existsSync(executablePath) && process.env.CI === undefined;
 if (skipBrowser) {
@@ -17,7 +21,7 @@ if (skipBrowser) {
   );
 }
 
-export const artifacts = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
+const artifacts = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
 
 /** Launches Debian's Chromium, headless, with no network of its own. */
 export function launchChromium(): Promise<Browser> {
@@ -37,10 +41,8 @@ export function launchChromium(): Promise<Browser> {
   });
 }
 
-const axeSource = readFileSync(
-  createRequire(import.meta.url).resolve('axe-core/axe.min.js'),
-  'utf8',
-);
+/** axe-core's browser script, injected into the page under test. */
+const axeSource = axe.source;
 
 /** A violation as the tests report it: rule, impact and how many nodes. */
 export interface AxeFinding {
@@ -123,7 +125,7 @@ export interface ClockedServer {
 }
 
 /** Waits until the chat page has applied every event its session logged so far. */
-export async function caughtUp(page: Page, at: ClockedServer, sessionId: string): Promise<void> {
+async function caughtUp(page: Page, at: ClockedServer, sessionId: string): Promise<void> {
   const seq = at.server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
   await page.waitForFunction(
     (want) => Number(document.getElementById('cursor')?.textContent) >= want,
@@ -147,4 +149,65 @@ export async function advanceUntil(
     at.clock.increment(at.stepMs);
   }
   throw new Error('the condition never held');
+}
+
+/**
+ * Shuts a server down whose clock is simulated: shutdown's own timers run on that clock, so it
+ * moves 100 ms at a time until the server is down.
+ */
+async function stopServer(
+  server: { shutdown: (options: { graceMs: number }) => Promise<unknown> } | undefined,
+  clock: { increment: (ms: number) => void },
+): Promise<void> {
+  if (server === undefined) return;
+  let down = false;
+  const stopped = server.shutdown({ graceMs: 0 }).finally(() => (down = true));
+  for (let i = 0; i < 1_000 && !down; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    clock.increment(100);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await stopped;
+}
+
+/**
+ * A real `runplane serve` (SQLite file in a temporary folder, free port, the given clock) and a
+ * Chromium for the tests of one file: started before them, stopped after.
+ *
+ * @returns getters for the server and the browser, valid inside the tests
+ */
+export function usePageServer(
+  clock: SimulatedClock,
+  options: Omit<ServeOptions, 'port' | 'dbPath' | 'clock'>,
+): { readonly server: RunningServer; readonly browser: Browser } {
+  let server: RunningServer | undefined;
+  let browser: Browser | undefined;
+  let dir = '';
+  beforeAll(async () => {
+    if (skipBrowser) return;
+    dir = mkdtempSync(join(tmpdir(), 'runplane-pages-'));
+    server = await startServer({
+      port: 0,
+      dbPath: join(dir, 'runplane.db'),
+      clock,
+      lingerMs: 0, // idle keep-alive connections (the tests' fetches) close at shutdown
+      log: () => undefined,
+      ...options,
+    });
+    browser = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    if (skipBrowser) return;
+    await browser?.close();
+    await stopServer(server, clock);
+    rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+  return {
+    get server() {
+      return server!;
+    },
+    get browser() {
+      return browser!;
+    },
+  };
 }

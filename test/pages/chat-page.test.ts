@@ -5,62 +5,29 @@
  * buttons, the keyboard alone, 360 px, dark mode, a favicon, and no serious accessibility
  * violation. Time moves only once the page has shown every event logged so far.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { startServer, type RunningServer } from '../../src/server/serve.js';
 import {
   advanceUntil,
   axeViolations,
   blocking,
-  launchChromium,
   outsideViewport,
   shoot,
   skipBrowser,
+  usePageServer,
 } from './browser.js';
 
 const clock = new SimulatedClock();
 const stepMs = 60;
-let server: RunningServer;
-let browser: Browser;
-let dir: string;
+const pages = usePageServer(clock, { chunkDelayMs: stepMs });
 const at = {
   get server() {
-    return server;
+    return pages.server;
   },
   clock,
   stepMs,
 };
-
-beforeAll(async () => {
-  if (skipBrowser) return;
-  dir = mkdtempSync(join(tmpdir(), 'runplane-chat-'));
-  server = await startServer({
-    port: 0,
-    dbPath: join(dir, 'runplane.db'),
-    clock,
-    chunkDelayMs: stepMs,
-    lingerMs: 0,
-    log: () => undefined,
-  });
-  browser = await launchChromium();
-}, 60_000);
-
-afterAll(async () => {
-  if (skipBrowser) return;
-  await browser?.close();
-  let down = false;
-  const stopped = server?.shutdown({ graceMs: 0 }).finally(() => (down = true));
-  for (let i = 0; i < 1_000 && !down; i++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    clock.increment(100);
-  }
-  await stopped;
-  rmSync(dir, { recursive: true, force: true });
-}, 30_000);
 
 const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
 const attr = (page: Page, index: number, name: string) => turn(page, index).getAttribute(name);
@@ -70,7 +37,7 @@ const sessionOf = async (page: Page) => (await page.locator('#session').textCont
 
 /** Opens the page with the dev token, in a fresh tab; waits until it follows its session. */
 async function open(page: Page) {
-  await page.goto(`${server.url}/#token=${server.devToken}`);
+  await page.goto(`${pages.server.url}/#token=${pages.server.devToken}`);
   await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
 }
 
@@ -90,7 +57,7 @@ function logRun(
 ) {
   const key = { ownerId: 'dev', sessionId };
   const append = (type: string, payload: Record<string, unknown>) =>
-    server.runtime.eventLog.append({}, key, { runId, type, payload, at: clock.now() });
+    pages.server.runtime.eventLog.append({}, key, { runId, type, payload, at: clock.now() });
   append('user.message', { run_id: runId, text, strategy: 'enqueue' });
   append('session.run_started', { run_id: runId });
   append('agent.message', { message_id: `m-${runId}`, content: 'A reply that was going well' });
@@ -99,7 +66,7 @@ function logRun(
 
 describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('shows tool calls as cards, asks for approval, and is operable with the keyboard', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 800 } });
     const failed: string[] = [];
     page.on('response', (r) => {
       if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
@@ -148,7 +115,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   });
 
   it('gives every end its own pill and reason, and shows preempting while it is pending', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 900 } });
     await open(page);
     await page.click('#new-session');
     await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
@@ -292,7 +259,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('fits 360 px, follows the dark scheme, and has no serious accessibility violation', async () => {
     for (const colorScheme of ['light', 'dark'] as const) {
       for (const width of [1280, 360]) {
-        const page = await browser.newPage({ viewport: { width, height: 800 }, colorScheme });
+        const page = await pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme });
         // The session id is kept in localStorage: this tab reopens the session with every end.
         await page.addInitScript((id) => localStorage.setItem('runplane.session', id), endsSession);
         await open(page);

@@ -7,22 +7,18 @@
  * The server's clock is simulated: time moves only when the test moves it, and the page is
  * waited for by the DOM state it must reach (a timeout only bounds a failure).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { sleep, type Agent } from '../../src/index.js';
-import { startServer, type RunningServer } from '../../src/server/serve.js';
 import { tick } from '../helpers.js';
 import {
   axeViolations,
   blocking,
-  launchChromium,
   outsideViewport,
   shoot,
   skipBrowser,
+  usePageServer,
 } from './browser.js';
 
 /** Works for one simulated second, then answers. */
@@ -34,16 +30,14 @@ const oneSecond: Agent<string, unknown> = {
 };
 
 const clock = new SimulatedClock();
-let server: RunningServer;
-let browser: Browser;
-let dir: string;
+const pages = usePageServer(clock, { agent: oneSecond });
 
 /** Calls the API with the dev token. */
 async function api(method: string, path: string, body?: unknown) {
-  const response = await fetch(`${server.url}${path}`, {
+  const response = await fetch(`${pages.server.url}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${server.devToken}`,
+      authorization: `Bearer ${pages.server.devToken}`,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -98,31 +92,6 @@ async function lanesAsSeen(page: Page) {
   );
 }
 
-beforeAll(async () => {
-  if (skipBrowser) return;
-  dir = mkdtempSync(join(tmpdir(), 'runplane-inspect-'));
-  server = await startServer({
-    port: 0,
-    dbPath: join(dir, 'runplane.db'),
-    clock,
-    agent: oneSecond,
-    lingerMs: 0, // idle keep-alive connections (this test's fetches) close at shutdown
-    log: () => undefined,
-  });
-  browser = await launchChromium();
-}, 60_000);
-
-afterAll(async () => {
-  if (skipBrowser) return;
-  await browser?.close();
-  // Shutdown's own timers run on the simulated clock: move it until the server is down.
-  let down = false;
-  const stopped = server?.shutdown({ graceMs: 0 }).finally(() => (down = true));
-  for (let i = 0; i < 1_000 && !down; i++) await advance(100);
-  await stopped;
-  rmSync(dir, { recursive: true, force: true });
-}, 30_000);
-
 describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
   let sessionId: string;
   const runs: Record<string, string> = {};
@@ -138,10 +107,10 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
   });
 
   it('shows the last minute, lanes labelled with their messages; "All" brings back the rest', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 720 } });
     const errors: string[] = [];
     page.on('pageerror', (error) => errors.push(error.message));
-    await page.goto(`${server.url}/inspect#token=${server.devToken}`);
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
     await page.waitForSelector(`.lane[data-lane-id="${runs.now}"] .name:has-text("summarize")`);
     expect(await page.getAttribute('body', 'data-view')).toBe('recent');
     expect(await page.getAttribute('#view-recent', 'aria-pressed')).toBe('true');
@@ -174,8 +143,8 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
   });
 
   it('draws every lane at every zoom step, in and out, as new transitions arrive', async () => {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
-    await page.goto(`${server.url}/inspect#token=${server.devToken}`);
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
     await page.waitForSelector(`.lane[data-lane-id="${runs.next}"] .name:has-text("Ana")`);
     let sent = 0;
     for (const [button, steps] of [
@@ -215,8 +184,8 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
       await send(id, `message ${i}`);
     }
     await advance(1_200);
-    const page = await browser.newPage({ viewport: { width: 1280, height: 500 } });
-    await page.goto(`${server.url}/inspect#token=${server.devToken}`);
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 500 } });
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
     await page.waitForSelector('.lane .name:has-text("message 11")');
     await page.click('#view-all');
     for (let step = 1; step <= 8; step++) {
@@ -245,8 +214,8 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
   it('has no serious accessibility violation, fits 360 px, and follows the dark scheme', async () => {
     for (const colorScheme of ['light', 'dark'] as const) {
       for (const width of [1280, 360]) {
-        const page = await browser.newPage({ viewport: { width, height: 720 }, colorScheme });
-        await page.goto(`${server.url}/inspect#token=${server.devToken}`);
+        const page = await pages.browser.newPage({ viewport: { width, height: 720 }, colorScheme });
+        await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
         await page.waitForSelector(`.lane[data-lane-id="${runs.next}"] .name:has-text("Ana")`);
         expect(blocking(await axeViolations(page)), `${colorScheme} ${width}`).toEqual([]);
         expect(await outsideViewport(page), `${colorScheme} ${width}`).toEqual([]);
