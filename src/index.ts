@@ -60,6 +60,7 @@ export { AgentRun } from './run/agent-run.js';
 export type { CancelOptions } from './run/agent-run.js';
 export type { Agent, InterruptCause, RunContext, SpawnOptions } from './run/agent.js';
 export type { CancelOutcome, CancelResult, RunOutcome } from './run/run-outcome.js';
+export type { RunInitiator } from './run/run-initiator.js';
 export type { Session } from './session/session.js';
 export { createRuntime } from './runtime/create-runtime.js';
 // Agent layer (issue 4): models, tools, the ReAct agent, inbox, session history.

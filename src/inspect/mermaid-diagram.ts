@@ -7,7 +7,8 @@
 import type { AnyStateMachine } from 'xstate';
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 
-interface StateNodeLike {
+/** @internal A state node as the diagrams read it. */
+export interface StateNodeLike {
   readonly id: string;
   readonly key: string;
   readonly type: string;
@@ -29,8 +30,8 @@ interface Edge {
   readonly label: string;
 }
 
-/** A Mermaid-safe id for a state node: its path under the machine, `_`-joined. */
-const idOf = (node: StateNodeLike): string =>
+/** @internal A Mermaid-safe id for a state node: its path under the machine, `_`-joined. */
+export const idOf = (node: StateNodeLike): string =>
   node.id
     .slice(node.machine.id.length + 1)
     .replace(/[^A-Za-z0-9_]/g, '_')
@@ -58,6 +59,42 @@ const eventText = (transition: TransitionLike, source: StateNodeLike): string =>
 
 /** Mermaid label text: no `:` or `;` (they end a label), no `#` (an entity), no line breaks. */
 const clean = (text: string): string => text.replace(/[:;#\n\r]/g, ' ').trim();
+
+/** @internal One transition of a machine, as a diagram draws it. */
+export interface DrawnTransition {
+  readonly source: StateNodeLike;
+  readonly target: StateNodeLike;
+  /** `event [guard]`, Mermaid-safe. */
+  readonly label: string;
+}
+
+/**
+ * @internal Every transition of a machine's graph, in definition order: `toDirectedGraph`'s
+ * edges, then the eventless (`always`) ones it leaves out; a targetless one targets its source.
+ */
+export function listTransitions(root: DirectedGraphNode): DrawnTransition[] {
+  const rootNode = root.stateNode as unknown as StateNodeLike;
+  const out: DrawnTransition[] = [];
+  const collect = (graph: DirectedGraphNode) => {
+    const source = graph.stateNode as unknown as StateNodeLike;
+    if (source !== rootNode) {
+      for (const edge of graph.edges) {
+        const transition = edge.transition as unknown as TransitionLike;
+        const target = edge.target as unknown as StateNodeLike;
+        const label = clean(eventText(transition, source) + guardText(transition.guard));
+        out.push({ source, target, label });
+      }
+      for (const transition of source.always ?? []) {
+        for (const target of transition.target ?? [source]) {
+          out.push({ source, target, label: clean(`always${guardText(transition.guard)}`) });
+        }
+      }
+    }
+    for (const child of graph.children) collect(child);
+  };
+  collect(root);
+  return out;
+}
 
 /**
  * Draws a machine as a Mermaid state diagram.
@@ -115,23 +152,7 @@ export function toMermaidStateDiagram(machine: AnyStateMachine): string {
     } else list.push({ source: from, target: to, label });
   };
 
-  const collect = (graph: DirectedGraphNode) => {
-    const source = graph.stateNode as unknown as StateNodeLike;
-    if (source !== rootNode) {
-      for (const edge of graph.edges) {
-        const transition = edge.transition as unknown as TransitionLike;
-        const target = edge.target as unknown as StateNodeLike;
-        addEdge(source, target, clean(eventText(transition, source) + guardText(transition.guard)));
-      }
-      for (const transition of source.always ?? []) {
-        for (const target of transition.target ?? [source]) {
-          addEdge(source, target, clean(`always${guardText(transition.guard)}`));
-        }
-      }
-    }
-    for (const child of graph.children) collect(child);
-  };
-  collect(root);
+  for (const { source, target, label } of listTransitions(root)) addEdge(source, target, label);
 
   const lines = ['stateDiagram-v2'];
   const write = (graph: DirectedGraphNode, depth: number) => {

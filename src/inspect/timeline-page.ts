@@ -10,7 +10,9 @@ import {
   parseTimelineTrace,
   type TimelineTransition,
 } from './timeline-transition.js';
-import { timelineViewerScript, timelineViewerStyles } from './timeline-viewer-script.js';
+import { timelineViewerScript } from './timeline-viewer-script.js';
+import { timelineViewerStyles } from './timeline-viewer-styles.js';
+import { faviconLink } from './favicon.js';
 
 /** Options of {@link renderTimelinePage}. */
 export interface TimelinePageOptions {
@@ -29,6 +31,13 @@ export interface TimelinePageOptions {
    * was opened with `#token=<token>` (kept in `sessionStorage`, removed from the address bar).
    */
   readonly liveUrl?: string;
+  /**
+   * A same-origin URL of a session's events, `{session}` standing for the session id (the
+   * service's is `/api/sessions/{session}/events`). In live mode the page reads each session's
+   * `user.message` events from it (same token) and labels every run with the text that started
+   * it. Leave it out and runs are labelled by id.
+   */
+  readonly messagesUrl?: string;
 }
 
 const escapeHtml = (text: string): string =>
@@ -78,13 +87,17 @@ export function renderTimelinePage(options: TimelinePageOptions = {}): string {
   const bodyData = [
     options.source === undefined ? '' : ` data-source="${escapeHtml(options.source)}"`,
     options.liveUrl === undefined ? '' : ` data-live-url="${escapeHtml(options.liveUrl)}"`,
+    options.messagesUrl === undefined
+      ? ''
+      : ` data-messages-url="${escapeHtml(options.messagesUrl)}"`,
   ].join('');
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src data:">
+${faviconLink}
 <meta name="generator" content="runplane timeline">
 <title>${escapeHtml(title)}</title>
 <style>${timelineViewerStyles}</style>
@@ -96,13 +109,15 @@ export function renderTimelinePage(options: TimelinePageOptions = {}): string {
     <button id="zoom-out" type="button" title="Zoom out (-)">−</button>
     <button id="zoom-in" type="button" title="Zoom in (+; Ctrl + wheel)">+</button>
     <button id="zoom-fit" type="button" title="Fit to width (0)">Fit</button>
+    <button id="view-recent" type="button" aria-pressed="false" title="The last minute, following new activity">Last minute</button>
+    <button id="view-all" type="button" aria-pressed="true" title="Everything since the trace began">All</button>
     <label class="file">Open trace…<input id="file" type="file" accept=".jsonl,.ndjson,.json,.txt"></label>
   </div>
-  <div id="legend"></div>
+  <details id="legend-box" open><summary>Legend</summary><div id="legend"></div></details>
 </header>
 <div id="error" role="alert"></div>
 <div id="empty">No transitions yet. Open a trace file (.jsonl from <code>createTimelineRecorder</code>) or drop it here.</div>
-<main id="timeline"><div id="axis"></div><div id="lanes"></div></main>
+<main id="timeline" tabindex="0" aria-label="lanes"><div id="axis"></div><div id="lanes"></div></main>
 <div id="tooltip" role="tooltip" hidden></div>
 <script type="application/x-ndjson" id="runplane-trace">${jsonl}</script>
 <script>${timelineViewerScript}</script>

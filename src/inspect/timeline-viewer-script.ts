@@ -10,63 +10,7 @@
  * @module
  */
 
-/** Styles of the viewer page. */
-export const timelineViewerStyles = String.raw`
-:root { --label-w: 240px; --lane-h: 22px; --px: 1; font: 13px/1.35 system-ui, sans-serif; color: #1f2933; }
-* { box-sizing: border-box; }
-body { margin: 0; background: #fff; }
-header { position: sticky; top: 0; z-index: 5; background: #f5f7fa; border-bottom: 1px solid #cbd2d9; padding: 8px 12px; }
-header h1 { font-size: 16px; margin: 0 12px 0 0; display: inline-block; }
-#source, #stats, #live-status { color: #52606d; margin-right: 12px; }
-.controls { display: inline-flex; gap: 6px; align-items: center; margin-top: 4px; }
-.controls button, .controls label.file { font: inherit; padding: 2px 8px; border: 1px solid #9aa5b1; border-radius: 4px; background: #fff; cursor: pointer; }
-.controls input[type=file] { display: none; }
-#legend { margin-top: 6px; display: flex; flex-wrap: wrap; gap: 4px 12px; color: #3e4c59; }
-#legend .item { display: inline-flex; align-items: center; gap: 4px; }
-#legend .swatch { width: 14px; height: 10px; border-radius: 2px; display: inline-block; }
-#error { display: none; background: #ffe3e3; color: #8a041a; padding: 6px 12px; border-bottom: 1px solid #f29b9b; }
-#error.show { display: block; }
-#empty { padding: 40px; color: #616e7c; text-align: center; display: none; }
-body.empty #empty { display: block; }
-body.dragging { outline: 3px dashed #2f80ed; outline-offset: -6px; }
-#timeline { overflow: auto; position: relative; height: calc(100vh - 96px); }
-#axis, #lanes { width: max-content; min-width: 100%; }
-#axis { position: sticky; top: 0; z-index: 3; height: 22px; background: #fff; border-bottom: 1px solid #e4e7eb; display: flex; }
-#axis .corner { position: sticky; left: 0; z-index: 4; width: var(--label-w); min-width: var(--label-w); background: #fff; border-right: 1px solid #e4e7eb; padding: 2px 8px; color: #7b8794; }
-#axis .ticks { position: relative; flex: none; }
-#axis .tick { position: absolute; top: 0; height: 22px; border-left: 1px solid #cbd2d9; padding-left: 3px; color: #616e7c; font-size: 11px; white-space: nowrap; }
-.group { border-bottom: 1px solid #e4e7eb; content-visibility: auto; }
-.lane { display: flex; height: var(--lane-h); align-items: stretch; }
-.lane:hover { background: #f0f4f8; }
-.lane .label { position: sticky; left: 0; z-index: 2; width: var(--label-w); min-width: var(--label-w); background: inherit; background-color: #fff; border-right: 1px solid #e4e7eb; padding: 2px 8px 0 calc(8px + var(--depth, 0) * 14px); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; font-size: 12px; }
-.lane.session-lane .label { font-weight: 600; font-family: inherit; background-color: #f5f7fa; }
-.lane .badge { font-family: system-ui, sans-serif; font-size: 10px; padding: 0 4px; margin-left: 4px; border-radius: 3px; color: #fff; }
-.lane .badge.st-idle, .lane .badge.st-busy, .lane .badge.st-QUEUED, .lane .badge.st-interrupting { color: #1f2933; }
-.track { position: relative; flex: none; width: calc(var(--span, 0) * var(--px) * 1px + 80px); }
-.seg { position: absolute; top: 3px; bottom: 3px; left: calc(var(--start) * var(--px) * 1px); width: max(2px, calc(var(--len) * var(--px) * 1px)); border-radius: 2px; overflow: hidden; white-space: nowrap; font-size: 10px; line-height: 16px; padding-left: 3px; color: #fff; cursor: default; }
-.seg.terminal { width: 12px; border-radius: 2px 6px 6px 2px; }
-.marker { position: absolute; top: 1px; left: calc(var(--start) * var(--px) * 1px - 8px); width: 16px; height: 16px; border-radius: 50%; border: 2px solid #fff; z-index: 1; color: #fff; font: bold 9px/12px system-ui, sans-serif; text-align: center; box-shadow: 0 0 0 1px rgba(0,0,0,.35); }
-.st-CREATED { background: #9aa5b1; }
-.st-QUEUED { background: #f0b429; color: #3d2b00; }
-.st-RUNNING { background: #2f80ed; }
-.st-cancelling { background: repeating-linear-gradient(135deg, #f2994a 0 6px, #d9772b 6px 12px); }
-.st-COMPLETED { background: #27ae60; }
-.st-FAILED { background: #e12d39; }
-.st-CANCELLED { background: #8e44ad; }
-.st-unwinding { background: repeating-linear-gradient(135deg, #b57edc 0 6px, #8e44ad 6px 12px); }
-.st-abandoned { background: #4a1d5e; }
-.st-idle { background: #e4e7eb; color: #52606d; }
-.st-busy { background: #a0c4ff; color: #102a43; }
-.st-interrupting { background: repeating-linear-gradient(135deg, #f2994a 0 6px, #a0c4ff 6px 12px); color: #102a43; }
-.st-other { background: #616e7c; }
-.mk-cancel { background: #e12d39; }
-.mk-interrupt { background: #0b7285; }
-.mk-preempt { background: #c2255c; }
-.mk-escalation { background: #111; color: #ffd43b; }
-.mk-timeout { background: #8d6e1f; }
-#tooltip { position: fixed; z-index: 10; pointer-events: none; background: #1f2933; color: #f5f7fa; padding: 6px 8px; border-radius: 4px; font-size: 12px; max-width: 460px; white-space: pre; font-family: ui-monospace, monospace; }
-#tooltip[hidden] { display: none; }
-`;
+import { timelineViewerLiveScript } from './timeline-viewer-live.js';
 
 /** The viewer's script: builds lanes from a trace (embedded, opened, dropped or live over SSE). */
 export const timelineViewerScript = String.raw`
@@ -83,9 +27,13 @@ export const timelineViewerScript = String.raw`
     ['interrupting', 'session interrupting']];
 
   var $ = function (id) { return document.getElementById(id); };
+  var WINDOW_MS = 60000;   // the "recent" view: the last minute
   var model = { actors: new Map(), count: 0, t0: Infinity, t1: -Infinity, lastId: 0 };
   var px = null;          // pixels per ms; null = fit to width
   var userZoomed = false;
+  var view = 'all';        // 'recent' (the last minute, following new activity) or 'all'
+  var origin = 0;          // the clock time (ms) at the left edge of every track
+  var messages = new Map(); // run id → the text of the message that started it (live pages)
   var tips = [];           // tooltip texts, indexed by data-tip
   var renderQueued = false;
   var live = null;         // { url, token, lastArrival }
@@ -105,7 +53,7 @@ export const timelineViewerScript = String.raw`
 
   function reset() {
     model = { actors: new Map(), count: 0, t0: Infinity, t1: -Infinity, lastId: 0 };
-    px = null; userZoomed = false;
+    px = null; userZoomed = false; origin = 0;
   }
 
   function ingest(tr) {
@@ -169,6 +117,15 @@ export const timelineViewerScript = String.raw`
     return 'other';
   }
 
+  /** A tick label: as many decimals as the tick step needs, minutes as m:ss. */
+  function fmtTick(ms, step) {
+    var decimals = step >= 1000 ? 0 : step >= 100 ? 1 : step >= 10 ? 2 : 3;
+    if (ms < 60000) return (step >= 1000 ? String(Math.round(ms / 1000)) : (ms / 1000).toFixed(decimals)) + ' s';
+    var minutes = Math.floor(ms / 60000), seconds = (ms - minutes * 60000) / 1000;
+    var text = decimals ? seconds.toFixed(decimals) : String(Math.round(seconds));
+    return minutes + ':' + (seconds < 10 ? '0' : '') + text;
+  }
+
   function fmtMs(ms) {
     if (Math.abs(ms) < 1000) return (Math.round(ms * 10) / 10) + ' ms';
     if (Math.abs(ms) < 60000) return (Math.round(ms / 10) / 100) + ' s';
@@ -217,11 +174,13 @@ export const timelineViewerScript = String.raw`
       var lanes = [];
       if (g.session) lanes.push({ actor: g.session, depth: 0 });
       g.loops.sort(byStart).forEach(function (a) { lanes.push({ actor: a, depth: 0 }); });
-      var visit = function (a, depth) {
-        lanes.push({ actor: a, depth: depth });
-        (children.get(a.id) || []).sort(byStart).forEach(function (c) { visit(c, depth + 1); });
+      // Ordinals count every run of the session this page has seen, in start order, so a lane
+      // keeps its number when the view hides older ones: #2, and #2.1 for its first nested run.
+      var visit = function (a, depth, ordinal) {
+        lanes.push({ actor: a, depth: depth, ordinal: ordinal });
+        (children.get(a.id) || []).sort(byStart).forEach(function (c, i) { visit(c, depth + 1, ordinal + '.' + (i + 1)); });
       };
-      g.runs.sort(byStart).forEach(function (a) { visit(a, 0); });
+      g.runs.sort(byStart).forEach(function (a, i) { visit(a, 0, '#' + (i + 1)); });
       return { key: g.key, lanes: lanes };
     });
   }
@@ -233,6 +192,7 @@ export const timelineViewerScript = String.raw`
     lines.push('from     ' + (step.from == null ? '(start)' : step.from));
     lines.push('event    ' + step.event);
     if (step.cause) lines.push('cause    ' + step.cause);
+    if (messages.has(actor.id)) lines.push('message  ' + messages.get(actor.id));
     lines.push('at       ' + fmtMs(step.t - model.t0) + '  (t=' + step.t + ')');
     if (TERMINAL[step.to]) lines.push('final');
     else lines.push('lasted   ' + fmtMs((next ? next.t : end) - step.t) + (next ? '' : ' (so far)'));
@@ -256,9 +216,15 @@ export const timelineViewerScript = String.raw`
     lane.dataset.status = last.to.split('.')[0];
     if (last.cause) lane.dataset.cause = last.cause;
     var label = el('div', 'label');
-    label.title = actor.kind + ' ' + actor.id + (actor.parentId ? '  (parent ' + actor.parentId + ')' : '');
-    label.appendChild(document.createTextNode((actor.kind === 'run' ? '' : actor.kind + ' ') + shortId(actor)));
-    var badge = el('span', 'badge st-' + display(actor, last.to), actor.kind === 'run' ? last.to.split('.')[0] : last.to);
+    label.title = actor.kind + ' ' + actor.id + (actor.parentId ? '  (parent ' + actor.parentId + ')' : '') +
+      (messages.has(actor.id) ? '\n' + messages.get(actor.id) : '');
+    if (item.ordinal) label.appendChild(el('span', 'ordinal', item.ordinal));
+    // A run reads as the message that started it, when the page knows it; else by its id.
+    var text = messages.has(actor.id) ? '“' + messages.get(actor.id) + '”' :
+      (actor.kind === 'run' ? '' : actor.kind + ' ') + shortId(actor);
+    label.appendChild(el('span', 'name', text));
+    var look = display(actor, last.to);
+    var badge = el('span', 'badge st-' + look, actor.kind === 'run' ? last.to.split('.')[0] : look === 'other' ? last.to : look);
     label.appendChild(badge);
     lane.appendChild(label);
     var track = el('div', 'track');
@@ -275,19 +241,23 @@ export const timelineViewerScript = String.raw`
       var seg = el('div', 'seg st-' + look + (!next && TERMINAL[step.to] === 1 ? ' terminal' : ''), look);
       seg.dataset.state = step.to;
       seg.dataset.display = look;
-      seg.style.setProperty('--start', String(step.t - model.t0));
-      seg.style.setProperty('--len', String(Math.max(0, (next ? next.t : end) - step.t)));
+      // Tracks start at the view's origin: a segment that ended before it is not drawn, one
+      // that began before it is cut at it.
+      var stop = next ? next.t : end;
+      if (stop < origin || (!next && TERMINAL[step.to] === 1 && step.t < origin)) return;
+      seg.style.setProperty('--start', String(Math.max(step.t, origin) - origin));
+      seg.style.setProperty('--len', String(Math.max(0, stop - Math.max(step.t, origin))));
       seg.dataset.tip = String(tips.push(tipFor(actor, step, next, end)) - 1);
       track.appendChild(seg);
     });
     steps.forEach(function (step) {
       // Markers show requests; a safe point where a pending cancel lands is not a new one.
       var kind = step.cause ? MARKERS[step.cause] : undefined;
-      if (!kind || step.from === null || step.event === 'run.safe_point') return;
+      if (!kind || step.from === null || step.event === 'run.safe_point' || step.t < origin) return;
       var mark = el('div', 'marker mk-' + kind, LETTERS[kind]);
       mark.dataset.marker = kind;
       mark.dataset.cause = step.cause;
-      mark.style.setProperty('--start', String(step.t - model.t0));
+      mark.style.setProperty('--start', String(step.t - origin));
       mark.dataset.tip = String(tips.push(markerTip(actor, step, kind)) - 1);
       track.appendChild(mark);
     });
@@ -308,18 +278,52 @@ export const timelineViewerScript = String.raw`
     var ticks = el('div', 'ticks');
     ticks.style.width = trackWidth(span) + 'px';
     var step = niceStep(1 / px);
-    for (var t = 0; t <= span + step / 2; t += step) {
-      var tick = el('div', 'tick', fmtMs(t));
-      tick.style.left = (t * px) + 'px';
+    // Tick labels are times since the trace began, at round values even when the view does not.
+    var from = origin - model.t0;
+    for (var t = Math.ceil(from / step) * step; t <= from + span + step / 2; t += step) {
+      var tick = el('div', 'tick', step < 1 ? fmtMs(t) : fmtTick(t, step));
+      tick.style.left = ((t - from) * px) + 'px';
       ticks.appendChild(tick);
     }
     var axis = $('axis');
-    axis.replaceChildren(el('div', 'corner', 'lanes'), ticks);
+    axis.replaceChildren(el('div', 'corner', view === 'recent' ? 'last minute' : 'all'), ticks);
+  }
+
+  function labelWidth() {
+    return parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--label-w')) || 240;
   }
 
   function fitPx(span) {
-    var avail = Math.max(200, $('timeline').clientWidth - 240 - 100);
+    var box = $('timeline').clientWidth;
+    var avail = Math.max(100, box - labelWidth() - (box < 600 ? 30 : 90));
     return span > 0 ? avail / span : 1;
+  }
+
+  /** The left edge of the recent view: where activity begins within the last minute. */
+  function recentOrigin(end) {
+    var from = Math.max(model.t0, end - WINDOW_MS), first = Infinity;
+    model.actors.forEach(function (a) {
+      a.steps.forEach(function (step) { if (step.t >= from && step.t < first) first = step.t; });
+    });
+    if (first === Infinity) return from;
+    return Math.max(from, first - (end - first) * 0.05);
+  }
+
+  /** Whether a lane has anything to show from origin on: activity there, or a live state. */
+  function inView(actor) {
+    var last = actor.steps[actor.steps.length - 1];
+    if (last.t >= origin) return true;
+    return actor.kind === 'run' ? TERMINAL[last.to] !== 1 : last.to !== 'idle';
+  }
+
+  function setView(next) {
+    view = next;
+    userZoomed = false;
+    $('view-recent').setAttribute('aria-pressed', String(view === 'recent'));
+    $('view-all').setAttribute('aria-pressed', String(view === 'all'));
+    document.body.dataset.view = view;
+    render();
+    $('timeline').scrollLeft = 0;
   }
 
   function render() {
@@ -337,39 +341,53 @@ export const timelineViewerScript = String.raw`
     }
     document.body.classList.remove('empty');
     var end = endTime();
-    var span = Math.max(end - model.t0, 1);
+    // A zoom keeps its origin; otherwise the view decides it (the recent view follows "now").
+    if (!userZoomed) origin = view === 'recent' ? recentOrigin(end) : model.t0;
+    var span = Math.max(end - origin, 1);
     if (px === null || !userZoomed) px = fitPx(span);
     document.documentElement.style.setProperty('--px', String(px));
     document.documentElement.style.setProperty('--span', String(span));
     var groups = layout();
     var frag = document.createDocumentFragment();
-    var runCount = 0;
+    var runCount = 0, hidden = 0, shownGroups = 0;
     groups.forEach(function (g) {
+      var lanes = g.lanes.filter(function (item) {
+        var shown = inView(item.actor);
+        if (!shown && item.actor.kind === 'run') hidden++;
+        return shown || item.actor.kind === 'session';
+      });
+      if (!lanes.some(function (item) { return item.actor.kind !== 'session' || inView(item.actor); })) return;
+      shownGroups++;
       var section = el('section', 'group');
       section.dataset.session = g.key;
-      // Off-screen groups skip style and layout (big traces): they reserve their height.
-      var headed = g.lanes.length > 0 && g.lanes[0].actor.kind === 'session';
-      section.style.containIntrinsicBlockSize = 'auto ' + ((g.lanes.length + (headed ? 0 : 1)) * 22 + 1) + 'px';
-      if (!headed) {
+      if (lanes.length === 0 || lanes[0].actor.kind !== 'session') {
         var header = el('div', 'lane session-lane');
         header.dataset.laneId = g.key;
         header.dataset.actor = 'session';
-        header.appendChild(el('div', 'label', 'session ' + g.key));
+        var headerLabel = el('div', 'label');
+        headerLabel.appendChild(el('span', 'name', 'session ' + g.key));
+        header.appendChild(headerLabel);
         header.appendChild(el('div', 'track'));
         section.appendChild(header);
       }
-      g.lanes.forEach(function (item) {
+      lanes.forEach(function (item) {
         if (item.actor.kind === 'run') runCount++;
         section.appendChild(buildLane(item, end));
       });
       frag.appendChild(section);
     });
+    if (hidden > 0) {
+      var note = el('div', '', hidden + (hidden === 1 ? ' run' : ' runs') + ' ended before this view; press “All” to see them.');
+      note.id = 'hidden-note';
+      frag.appendChild(note);
+    }
     lanesBox.replaceChildren(frag);
     renderAxis(span);
-    $('stats').textContent = runCount + ' runs · ' + groups.length + ' sessions · ' + model.count +
+    $('stats').textContent = runCount + ' runs · ' + shownGroups + ' sessions · ' + model.count +
       ' transitions · ' + fmtMs(span);
     document.body.dataset.ready = 'true';
     document.body.dataset.transitions = String(model.count);
+    document.body.dataset.hiddenRuns = String(hidden);
   }
 
   function scheduleRender() {
@@ -380,16 +398,18 @@ export const timelineViewerScript = String.raw`
 
   function zoom(factor, anchorX) {
     var box = $('timeline');
-    var span = Math.max(endTime() - model.t0, 1);
+    var span = Math.max(endTime() - origin, 1);
     if (px === null) px = fitPx(span);
     var x = anchorX === undefined ? box.clientWidth / 2 : anchorX;
-    var tAt = (box.scrollLeft + x - 240) / px;
+    var w = labelWidth();
+    var tAt = (box.scrollLeft + x - w) / px;
     px = Math.min(Math.max(px * factor, 1e-7), 200);
     userZoomed = true;
     // Positions are CSS calc() of --px: zooming restyles, it does not rebuild the lanes.
     document.documentElement.style.setProperty('--px', String(px));
     renderAxis(span);
-    box.scrollLeft = Math.max(0, tAt * px - x + 240);
+    box.scrollLeft = Math.max(0, tAt * px - x + w);
+    document.body.dataset.zoom = String(px);
   }
 
   function legend() {
@@ -415,6 +435,8 @@ export const timelineViewerScript = String.raw`
     $('zoom-in').addEventListener('click', function () { zoom(2); });
     $('zoom-out').addEventListener('click', function () { zoom(0.5); });
     $('zoom-fit').addEventListener('click', function () { userZoomed = false; render(); $('timeline').scrollLeft = 0; });
+    $('view-recent').addEventListener('click', function () { setView('recent'); });
+    $('view-all').addEventListener('click', function () { setView('all'); });
     $('timeline').addEventListener('wheel', function (e) {
       if (!e.ctrlKey && !e.metaKey) return;
       e.preventDefault();
@@ -452,99 +474,16 @@ export const timelineViewerScript = String.raw`
     });
   }
 
-  // ---- live: Server-Sent Events read with fetch, so a bearer token can be sent ----
-  function liveToken() {
-    var match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-    if (match) {
-      try { sessionStorage.setItem('runplane.token', decodeURIComponent(match[1])); } catch (e) { /* private mode */ }
-      history.replaceState(null, '', location.pathname + location.search);
-    }
-    try { return sessionStorage.getItem('runplane.token'); } catch (e) { return null; }
-  }
-
-  function connect() {
-    var headers = { 'Accept': 'text/event-stream' };
-    if (live.token) headers['Authorization'] = 'Bearer ' + live.token;
-    if (model.lastId) headers['Last-Event-ID'] = String(model.lastId);
-    $('live-status').textContent = 'connecting…';
-    fetch(live.url, { headers: headers, credentials: 'same-origin', cache: 'no-store' }).then(function (response) {
-      if (response.status === 401 || response.status === 403) {
-        document.body.dataset.live = 'unauthorized';
-        $('live-status').textContent = 'not authorized (HTTP ' + response.status + '): open this page as ' +
-          location.pathname + '#token=<your token>';
-        return;
-      }
-      if (!response.ok || !response.body) throw new Error('HTTP ' + response.status);
-      $('live-status').textContent = 'live';
-      document.body.dataset.live = 'open';
-      var reader = response.body.getReader();
-      var decoder = new TextDecoder();
-      var buffer = '';
-      function pump() {
-        return reader.read().then(function (chunk) {
-          if (chunk.done) throw new Error('stream ended');
-          buffer += decoder.decode(chunk.value, { stream: true }).replace(/\r\n?/g, '\n');
-          var cut;
-          while ((cut = buffer.indexOf('\n\n')) >= 0) {
-            frame(buffer.slice(0, cut));
-            buffer = buffer.slice(cut + 2);
-          }
-          return pump();
-        });
-      }
-      return pump();
-    }).catch(function (error) {
-      document.body.dataset.live = 'closed';
-      $('live-status').textContent = 'disconnected (' + error.message + '), retrying…';
-      setTimeout(connect, 2000);
-    });
-  }
-
-  function frame(text) {
-    var event = 'message', data = [], id = null;
-    text.split('\n').forEach(function (line) {
-      if (!line || line[0] === ':') return;
-      var colon = line.indexOf(':');
-      var field = colon < 0 ? line : line.slice(0, colon);
-      var value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
-      else if (field === 'id') id = value;
-    });
-    if (id !== null && /^\d+$/.test(id)) model.lastId = Number(id);
-    if (event !== 'transition' || !data.length) return;
-    try {
-      var tr = JSON.parse(data.join('\n'));
-      ingest({ t: tr.t, actor: tr.actor, id: tr.id, parentId: tr.parentId || null, from: tr.from == null ? null : tr.from,
-        to: tr.to, event: String(tr.event || ''), cause: tr.cause == null ? null : tr.cause });
-      live.lastArrival = Date.now();
-      scheduleRender();
-    } catch (e) {
-      showError('Bad live frame: ' + e.message);
-    }
-  }
-
-  function startLive(url) {
-    var target;
-    try { target = new URL(url, location.href); } catch (e) { showError('Bad live URL: ' + url); return; }
-    if (target.origin !== location.origin) {
-      showError('The live URL must be on this page\'s origin (' + location.origin + '), got ' + target.origin);
-      return;
-    }
-    live = { url: target.href, token: liveToken(), lastArrival: 0 };
-    $('source').textContent = 'live: ' + target.pathname;
-    document.body.dataset.live = 'connecting';
-    connect();
-    setInterval(function () { if (model.t1 > 1e12 && model.count) scheduleRender(); }, 1000);
-  }
-
+${timelineViewerLiveScript}
   legend();
+  if (window.innerWidth < 600) $('legend-box').open = false; // small screens: lanes first
   wire();
+  setView('all');
   var embedded = $('runplane-trace');
   var params = new URLSearchParams(location.search);
   var liveUrl = params.get('sse') || document.body.dataset.liveUrl;
   if (liveUrl) {
-    render();
+    setView('recent'); // live: the last minute, following new activity
     startLive(liveUrl);
   } else if (embedded && embedded.textContent.trim()) {
     load(embedded.textContent, document.body.dataset.source || 'embedded trace');

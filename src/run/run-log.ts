@@ -5,11 +5,13 @@
  * @module
  */
 import type { RunMachineContext, StatusChange } from '../../machines/run.types.js';
+import { cancelInitiatorOf, interruptInitiatorOf } from './run-initiator.js';
 
 /**
  * @internal Appends the events of one status change, in log order: `session.run_queued` /
  * `session.run_started` (session runs only), `run.status {from, to}`, then `run.completed
- * {reason}`, `run.failed {error}` or `run.cancelled {cause, escalated, reason}`.
+ * {reason, initiator?}` (`initiator` when interrupted), `run.failed {error}` or `run.cancelled
+ * {cause, escalated, reason, initiator}` (who asked: `RunInitiator` in run-initiator.ts).
  *
  * @param append - logs one event of the run
  * @param context - the run's context as it leaves its status (its cancel request recorded)
@@ -25,7 +27,12 @@ export function logStatusChange(
   if (to === 'RUNNING' && inSession) append('session.run_started', { run_id: context.runId });
   append('run.status', { from, to });
   if (to === 'COMPLETED') {
-    append('run.completed', { reason: context.interruptRequested ? 'interrupted' : 'completed' });
+    append(
+      'run.completed',
+      context.interruptRequested
+        ? { reason: 'interrupted', initiator: interruptInitiatorOf(context) }
+        : { reason: 'completed' },
+    );
   } else if (to === 'FAILED') {
     append('run.failed', { error: describeError(error) });
   } else if (to === 'CANCELLED') {
@@ -33,6 +40,7 @@ export function logStatusChange(
       cause: context.cause ?? context.cancel?.cause ?? 'cancel',
       escalated: context.escalated,
       reason: context.cancel?.reason ?? null,
+      initiator: cancelInitiatorOf(context),
     });
   }
 }

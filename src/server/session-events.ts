@@ -228,7 +228,9 @@ function applyMessage(
     runtime.eventLog.append({}, key, {
       runId: run.id,
       type: 'user.message',
-      payload: { run_id: run.id, text: event.payload.text },
+      // The strategy it was sent with: a page shows the runs before it as preempting or
+      // interrupting from the log alone.
+      payload: { run_id: run.id, text: event.payload.text, strategy },
       at: runtime.clock.now(),
     });
   } catch (error) {

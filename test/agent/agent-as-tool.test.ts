@@ -72,6 +72,9 @@ describe('agentAsTool: nested agents', () => {
     const events = await eventsOf(runtime);
     const childCancelled = events.filter((e) => e.type === 'run.cancelled' && e.runId !== run.id);
     expect(childCancelled).toHaveLength(1);
+    expect(childCancelled[0]?.payload.initiator).toBe('parent');
+    const parentCancelled = events.find((e) => e.type === 'run.cancelled' && e.runId === run.id);
+    expect(parentCancelled?.payload.initiator).toBe('user');
     expect(runtime.runs.size).toBe(0);
   });
 

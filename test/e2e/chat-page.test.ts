@@ -5,23 +5,19 @@
  * from its cursor. The server runs the default demo agent on a simulated clock; time moves
  * only once the page has shown every event logged so far, so nothing depends on wall time.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { SimulatedClock } from 'xstate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { planDemoReply } from '../../src/server/demo-agent.js';
 import { startServer, type RunningServer } from '../../src/server/serve.js';
-
-const chromiumPath = '/usr/bin/chromium';
-const inCi = process.env.CI === 'true';
-const skip = !existsSync(chromiumPath) && !inCi;
-if (skip) {
-  console.warn(
-    `[e2e] skipped: ${chromiumPath} is missing (install it with: apt-get install -y chromium). In CI (CI=true) this test runs and fails instead.`,
-  );
-}
+import {
+  advanceUntil as advanceWith,
+  launchChromium,
+  skipBrowser as skip,
+} from '../pages/browser.js';
 
 const chunkDelayMs = 60;
 let server: RunningServer;
@@ -39,19 +35,7 @@ beforeAll(async () => {
     chunkDelayMs,
     log: () => undefined,
   });
-  browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterAll(async () => {
@@ -64,30 +48,19 @@ afterAll(async () => {
 /** The page's cursor (the last seq it applied). */
 const cursorOf = async (page: Page) => Number(await page.locator('#cursor').textContent());
 
-/** The session's last seq in the log. */
+const at = {
+  get server() {
+    return server;
+  },
+  clock,
+  stepMs: chunkDelayMs,
+};
+const advanceUntil = (page: Page, sessionId: string, done: () => Promise<boolean>) =>
+  advanceWith(page, at, sessionId, done);
 const lastSeq = (sessionId: string) =>
   server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
 
-/** Waits until the page has applied every event logged so far. */
-async function caughtUp(page: Page, sessionId: string) {
-  const seq = lastSeq(sessionId);
-  await page.waitForFunction(
-    (want) => Number(document.getElementById('cursor')?.textContent) >= want,
-    seq,
-  );
-}
-
-/** Moves the clock one chunk at a time, each time after the page caught up, until `done`. */
-async function advanceUntil(page: Page, sessionId: string, done: () => Promise<boolean>) {
-  for (let i = 0; i < 2_000; i++) {
-    await caughtUp(page, sessionId);
-    if (await done()) return;
-    clock.increment(chunkDelayMs);
-  }
-  throw new Error('the condition never held');
-}
-
-const turn = (page: Page, index: number) => page.locator('section.turn').nth(index);
+const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
 const statusOf = (page: Page, index: number) => turn(page, index).getAttribute('data-status');
 const replyOf = async (page: Page, index: number) =>
   (await turn(page, index).locator('.reply .text').allTextContents()).join('');
@@ -116,7 +89,7 @@ describe.skipIf(skip)('chat page in headless Chromium', () => {
 
     // Send, and watch the reply stream in.
     await send(page, 'hello there');
-    await expect.poll(() => page.locator('section.turn').count()).toBe(1);
+    await expect.poll(() => page.locator('article.turn').count()).toBe(1);
     await advanceUntil(page, sessionId, async () =>
       (await replyOf(page, 0)).includes('This reply'),
     );
@@ -156,7 +129,7 @@ describe.skipIf(skip)('chat page in headless Chromium', () => {
     streams.length = 0;
     await page.reload();
     await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
-    expect(await page.locator('section.turn').count()).toBe(before.turns);
+    expect(await page.locator('article.turn').count()).toBe(before.turns);
     expect(await cursorOf(page)).toBe(before.cursor);
     expect(await replyOf(page, 3)).toBe(before.reply);
     expect(streams).toHaveLength(1);

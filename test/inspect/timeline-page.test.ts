@@ -27,7 +27,7 @@ describe('renderTimelinePage', () => {
     const html = renderTimelinePage({ trace: [hostile], title: 'T & <b>' });
     expect(() => new Script(timelineViewerScript)).not.toThrow(); // compiles: valid syntax
     expect(html).toContain(
-      `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'">`,
+      `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src data:">`,
     );
     expect(html).not.toMatch(/https?:\/\//); // no CDN, no remote anything
     expect(html).not.toMatch(/<script[^>]+src=/);

@@ -3,11 +3,12 @@ import { cpSync, mkdirSync, rmSync, unlinkSync, writeFileSync, appendFileSync } 
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { setup } from 'xstate';
+import { fromPromise, setup } from 'xstate';
 import { generateVisualizations } from '../../scripts/viz.js';
 import { registeredMachines } from '../../src/inspect/machine-registry.js';
 import { runMachine } from '../../machines/run.machine.js';
 import { toMermaidStateDiagram } from '../../src/index.js';
+import { toMermaidStateDiagramParts } from '../../src/inspect/mermaid-diagram-parts.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const npm = (...args: string[]) =>
@@ -55,10 +56,13 @@ describe('npm run viz', () => {
     const readme = files.get('README.md')!;
     const index = files.get('index.html')!;
     for (const { name, machine } of registeredMachines) {
-      const diagram = toMermaidStateDiagram(machine);
-      expect(files.get(`${name}.mmd`)).toBe(diagram);
-      expect(readme).toContain(`\`\`\`mermaid\n${diagram}\`\`\``);
-      expect(index).toContain(`<pre class="mermaid" data-machine="${name}">`);
+      expect(files.get(`${name}.mmd`)).toBe(toMermaidStateDiagram(machine));
+      for (const part of toMermaidStateDiagramParts(machine)) {
+        expect(readme).toContain(`\`\`\`mermaid\n${part.text}\`\`\``);
+        expect(index).toContain(
+          `<pre class="mermaid" data-machine="${name}" data-part="${part.path}">`,
+        );
+      }
     }
     expect(index).not.toMatch(/https?:\/\//); // offline: no CDN
     expect(`${readme}${index}`).not.toMatch(/\d{4}-\d{2}-\d{2}|\d{2}:\d{2}:\d{2}/); // no timestamps
@@ -136,5 +140,40 @@ describe('toMermaidStateDiagram', () => {
     // Final only once the executor and the nested runs settled.
     expect(diagram).toContain('  CANCELLED_draining --> settled : always [noNestedRuns]\n');
     expect(diagram).toContain('  settled --> [*]\n');
+  });
+
+  it('draws one flat part per level, with short labels and the long ones in a legend', () => {
+    const machine = setup({
+      guards: { a: () => true, b: () => true },
+      actors: { job: fromPromise(async () => 1) },
+    }).createMachine({
+      id: 'demo',
+      initial: 'idle',
+      states: {
+        idle: {
+          on: { go: [{ target: 'busy', guard: 'a' }, { target: 'busy', guard: 'b' }, 'busy'] },
+        },
+        busy: {
+          initial: 'work',
+          states: {
+            work: {
+              invoke: { id: 'job', src: 'job', onDone: '#demo.idle', onError: '#demo.idle' },
+            },
+          },
+        },
+      },
+    });
+    const parts = toMermaidStateDiagramParts(machine);
+    expect(parts.map((p) => p.path)).toEqual(['', 'busy']);
+    expect(parts[0]!.text).toContain('  state "busy ▸" as busy\n');
+    expect(parts[0]!.text).toContain('  idle --> busy : ①\n');
+    expect(parts[0]!.legend).toEqual([
+      { key: '①', from: 'idle', to: 'busy', label: 'go [a | b | else]' },
+      { key: '②', from: 'busy', to: 'idle', label: 'job done/error' },
+    ]);
+    // Inside busy: the state it leaves for is drawn dashed, outside.
+    expect(parts[1]!.text).toContain('  state "→ idle" as to_idle\n');
+    expect(parts[1]!.text).toContain('  busy_work --> to_idle : ①\n');
+    expect(parts[1]!.text).toContain('  class to_idle outside\n');
   });
 });

@@ -68,7 +68,7 @@ describe('run lifecycle', () => {
       runId: run.id,
       types: ['run.completed'],
     });
-    expect(events.map((e) => e.payload)).toEqual([{ reason: 'interrupted' }]);
+    expect(events.map((e) => e.payload)).toEqual([{ reason: 'interrupted', initiator: 'user' }]);
   });
 
   it('5. interrupt on CREATED is a cancel', async () => {

@@ -151,7 +151,7 @@ describe('user.message and the session strategy', () => {
       [4, 'session.run_started', first?.run_id],
       [5, 'run.status', first?.run_id],
     ]);
-    expect(log[0]?.payload).toEqual({ run_id: first?.run_id, text: 'one' });
+    expect(log[0]?.payload).toEqual({ run_id: first?.run_id, text: 'one', strategy: 'enqueue' });
     gate.complete(first?.run_id ?? '', 'done');
     await t.waitForEvent(id, (e) => e.type === 'session.run_started' && e.runId === second?.run_id);
     gate.complete(second?.run_id ?? '', 'done');
@@ -214,7 +214,11 @@ describe('user.message and the session strategy', () => {
     t.clock.increment(1000);
     await t.waitForEvent(id, (e) => e.type === 'session.run_started' && e.runId === fresh);
     const cancelled = (await t.events(id)).find((e) => e.type === 'run.cancelled');
-    expect(cancelled).toMatchObject({ runId: old, payload: { cause: 'cancel' } });
+    // Who asked: the session's interrupt strategy, for the newer run (not the user).
+    expect(cancelled).toMatchObject({
+      runId: old,
+      payload: { cause: 'cancel', initiator: 'strategy' },
+    });
     gate.complete(fresh, 'done');
   });
 
@@ -230,9 +234,9 @@ describe('user.message and the session strategy', () => {
     await t.waitForEvent(id, (e) => e.type === 'session.run_started' && e.runId === urgent);
     const log = await t.events(id);
     const cancels = log.filter((e) => e.type === 'run.cancelled');
-    expect(cancels.map((e) => [e.runId, e.payload.cause])).toEqual([
-      [queued, 'preempt'],
-      [active, 'preempt'],
+    expect(cancels.map((e) => [e.runId, e.payload.cause, e.payload.initiator])).toEqual([
+      [queued, 'preempt', 'preempt'],
+      [active, 'preempt', 'preempt'],
     ]);
     expect(cancels[1]?.payload.escalated).toBe(true);
   });
@@ -314,7 +318,7 @@ describe('user.interrupt', () => {
     expect(ctx.interruptMessage).toBe('wrap up');
     gate.complete(runId, 'wrapped');
     const completed = await t.waitForEvent(id, (e) => e.type === 'run.completed');
-    expect(completed.payload).toEqual({ reason: 'interrupted' });
+    expect(completed.payload).toEqual({ reason: 'interrupted', initiator: 'user' });
 
     const next = await t.send(id, 'more');
     await t.post(id, [interrupt({ run_id: next, mode: 'after_tool_calls', timeout_ms: 500 })]);
@@ -325,7 +329,7 @@ describe('user.interrupt', () => {
     const cancelled = await t.waitForEvent(id, (e) => e.type === 'run.cancelled');
     expect(cancelled).toMatchObject({
       runId: next,
-      payload: { cause: 'cancel', escalated: false },
+      payload: { cause: 'cancel', escalated: false, initiator: 'user' },
     });
   });
 });

@@ -115,7 +115,7 @@ describe('GET /api/sessions/:id/events/stream (SSE)', () => {
     const first = stored[0];
     expect(sse.frames[0]).toBe(
       `id: 1\nevent: user.message\ndata: {"seq":1,"id":"${first?.id}","session_id":"${id}",` +
-        `"run_id":"${runId}","type":"user.message","payload":{"run_id":"${runId}","text":"hi"},"at":0}\n\n`,
+        `"run_id":"${runId}","type":"user.message","payload":{"run_id":"${runId}","text":"hi","strategy":"enqueue"},"at":0}\n\n`,
     );
     t.clock.increment(10);
     await sse.until((text) => text.includes('"delta":"Hel"'));

@@ -29,7 +29,11 @@ export interface InspectRoutesOptions {
  */
 export function inspectPageRoutes(): Hono<ServiceEnv> {
   const app = new Hono<ServiceEnv>();
-  const page = renderTimelinePage({ title: 'runplane live', liveUrl: '/api/inspect/stream' });
+  const page = renderTimelinePage({
+    title: 'runplane live',
+    liveUrl: '/api/inspect/stream',
+    messagesUrl: '/api/sessions/{session}/events',
+  });
   app.get('/inspect', (c) => c.html(page));
   return app;
 }

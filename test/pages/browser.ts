@@ -1,0 +1,213 @@
+/**
+ * Helpers for the page tests in headless Chromium: Debian's /usr/bin/chromium through
+ * playwright-core (no browser is ever downloaded), an axe-core check, and screenshots in
+ * light and dark at the widths a person uses (test-artifacts/pages, not committed).
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import axe from 'axe-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
+import type { SimulatedClock } from 'xstate';
+import { startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
+
+const executablePath = '/usr/bin/chromium';
+/** Skipped where Chromium is missing, except in CI, where the tests run and fail instead. */
+export const skipBrowser = !existsSync(executablePath) && process.env.CI === undefined;
+if (skipBrowser) {
+  console.warn(
+    `[page tests skipped] ${executablePath} is missing; install it with: apt-get install -y chromium (CI never skips)`,
+  );
+}
+
+const artifacts = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
+
+/** Launches Debian's Chromium, headless, with no network of its own. */
+export function launchChromium(): Promise<Browser> {
+  mkdirSync(artifacts, { recursive: true });
+  return chromium.launch({
+    executablePath,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** axe-core's browser script, injected into the page under test. */
+const axeSource = axe.source;
+
+/** A violation as the tests report it: rule, impact and how many nodes. */
+export interface AxeFinding {
+  readonly id: string;
+  readonly impact: string | null;
+  readonly nodes: readonly string[];
+}
+
+/**
+ * Runs axe-core (WCAG 2 A and AA rules and best practices) on the page as it is now.
+ *
+ * @returns every violation, each with the selectors of its nodes
+ */
+export async function axeViolations(page: Page): Promise<AxeFinding[]> {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run: (o: unknown) => Promise<unknown> } }).axe;
+    const result = (await axe.run({
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa', 'best-practice'] },
+    })) as {
+      violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown[] }> }>;
+    };
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.map((n) => n.target.join(' ')),
+    }));
+  });
+}
+
+/** Only the violations a person is blocked by: impact `serious` or `critical`. */
+export const blocking = (findings: readonly AxeFinding[]) =>
+  findings.filter((f) => f.impact === 'serious' || f.impact === 'critical');
+
+/**
+ * Elements whose box pokes out of the viewport sideways (nothing should at 360 px), ignoring
+ * those inside a scrolling container that clips them (`overflow` other than visible).
+ *
+ * @returns a description of each: tag, id or class, and its left/right edges
+ */
+export function outsideViewport(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const clipped = (node: Element) => {
+      for (let p = node.parentElement; p !== null && p !== document.body; p = p.parentElement) {
+        const style = getComputedStyle(p);
+        if (style.overflowX !== 'visible' || style.overflow !== 'visible') return true;
+      }
+      return false;
+    };
+    const out: string[] = [];
+    for (const node of Array.from(document.body.querySelectorAll('*'))) {
+      const box = node.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) continue;
+      if ((box.left < -0.5 || box.right > width + 0.5) && !clipped(node)) {
+        out.push(
+          `${node.tagName.toLowerCase()}#${node.id}.${String(node.className)} ${box.left}..${box.right}`,
+        );
+      }
+    }
+    return out;
+  });
+}
+
+/** Saves a screenshot under test-artifacts/pages, to look at. */
+export async function shoot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
+}
+
+/** What {@link advanceUntil} needs of the server under test. */
+export interface ClockedServer {
+  readonly server: {
+    runtime: {
+      eventLog: { lastSeq: (ctx: object, key: { ownerId: string; sessionId: string }) => number };
+    };
+  };
+  readonly clock: { increment: (ms: number) => void };
+  /** How far the clock moves per step, in ms (the demo model's pause before each word). */
+  readonly stepMs: number;
+}
+
+/** Waits until the chat page has applied every event its session logged so far. */
+async function caughtUp(page: Page, at: ClockedServer, sessionId: string): Promise<void> {
+  const seq = at.server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
+  await page.waitForFunction(
+    (want) => Number(document.getElementById('cursor')?.textContent) >= want,
+    seq,
+  );
+}
+
+/**
+ * Moves the simulated clock one step at a time, each time after the page caught up, until
+ * `done` holds: nothing depends on the wall clock.
+ */
+export async function advanceUntil(
+  page: Page,
+  at: ClockedServer,
+  sessionId: string,
+  done: () => Promise<boolean>,
+): Promise<void> {
+  for (let i = 0; i < 2_000; i++) {
+    await caughtUp(page, at, sessionId);
+    if (await done()) return;
+    at.clock.increment(at.stepMs);
+  }
+  throw new Error('the condition never held');
+}
+
+/**
+ * Shuts a server down whose clock is simulated: shutdown's own timers run on that clock, so it
+ * moves 100 ms at a time until the server is down.
+ */
+async function stopServer(
+  server: { shutdown: (options: { graceMs: number }) => Promise<unknown> } | undefined,
+  clock: { increment: (ms: number) => void },
+): Promise<void> {
+  if (server === undefined) return;
+  let down = false;
+  const stopped = server.shutdown({ graceMs: 0 }).finally(() => (down = true));
+  for (let i = 0; i < 1_000 && !down; i++) {
+    await new Promise((resolve) => setImmediate(resolve));
+    clock.increment(100);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await stopped;
+}
+
+/**
+ * A real `runplane serve` (SQLite file in a temporary folder, free port, the given clock) and a
+ * Chromium for the tests of one file: started before them, stopped after.
+ *
+ * @returns getters for the server and the browser, valid inside the tests
+ */
+export function usePageServer(
+  clock: SimulatedClock,
+  options: Omit<ServeOptions, 'port' | 'dbPath' | 'clock'>,
+): { readonly server: RunningServer; readonly browser: Browser } {
+  let server: RunningServer | undefined;
+  let browser: Browser | undefined;
+  let dir = '';
+  beforeAll(async () => {
+    if (skipBrowser) return;
+    dir = mkdtempSync(join(tmpdir(), 'runplane-pages-'));
+    server = await startServer({
+      port: 0,
+      dbPath: join(dir, 'runplane.db'),
+      clock,
+      lingerMs: 0, // idle keep-alive connections (the tests' fetches) close at shutdown
+      log: () => undefined,
+      ...options,
+    });
+    browser = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    if (skipBrowser) return;
+    await browser?.close();
+    await stopServer(server, clock);
+    rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+  return {
+    get server() {
+      return server!;
+    },
+    get browser() {
+      return browser!;
+    },
+  };
+}

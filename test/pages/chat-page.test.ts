@@ -1,0 +1,283 @@
+/**
+ * The chat page (`/`) of a real `runplane serve` (HTTP socket, SQLite file, the demo agent on a
+ * simulated clock) in headless Chromium, as a person sees it: a pill of its own colour and a
+ * reason for every way a run ends, pending notices, tool calls as cards with their approval
+ * buttons, the keyboard alone, 360 px, dark mode, a favicon, and no serious accessibility
+ * violation. Time moves only once the page has shown every event logged so far.
+ */
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import {
+  advanceUntil,
+  axeViolations,
+  blocking,
+  outsideViewport,
+  shoot,
+  skipBrowser,
+  usePageServer,
+} from './browser.js';
+
+const clock = new SimulatedClock();
+const stepMs = 60;
+const pages = usePageServer(clock, { chunkDelayMs: stepMs });
+const at = {
+  get server() {
+    return pages.server;
+  },
+  clock,
+  stepMs,
+};
+
+const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
+const attr = (page: Page, index: number, name: string) => turn(page, index).getAttribute(name);
+/** The session of the second test, every kind of end in it: the third reopens it. */
+let endsSession = '';
+const sessionOf = async (page: Page) => (await page.locator('#session').textContent()) ?? '';
+
+/** Opens the page with the dev token, in a fresh tab; waits until it follows its session. */
+async function open(page: Page) {
+  await page.goto(`${pages.server.url}/#token=${pages.server.devToken}`);
+  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+}
+
+/** Types a message and sends it with the keyboard alone. */
+async function send(page: Page, text: string) {
+  await page.focus('#text');
+  await page.keyboard.type(text);
+  await page.keyboard.press('Enter');
+}
+
+/** Appends a finished run to a session's log, as the runtime or crash recovery writes it. */
+function logRun(
+  sessionId: string,
+  runId: string,
+  text: string,
+  end: [string, Record<string, unknown>],
+) {
+  const key = { ownerId: 'dev', sessionId };
+  const append = (type: string, payload: Record<string, unknown>) =>
+    pages.server.runtime.eventLog.append({}, key, { runId, type, payload, at: clock.now() });
+  append('user.message', { run_id: runId, text, strategy: 'enqueue' });
+  append('session.run_started', { run_id: runId });
+  append('agent.message', { message_id: `m-${runId}`, content: 'A reply that was going well' });
+  append(end[0], end[1]);
+}
+
+describe.skipIf(skipBrowser)('the chat page at /', () => {
+  it('shows tool calls as cards, asks for approval, and is operable with the keyboard', async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const failed: string[] = [];
+    page.on('response', (r) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
+    });
+    await open(page);
+    const sessionId = await sessionOf(page);
+    // The message box has the focus on load: type and press Enter.
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('text');
+    await send(page, 'what time is it?');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 0, 'data-pending')) === 'approval',
+    );
+    const card = turn(page, 0).locator('.tool');
+    expect(await card.locator('.tool-name').textContent()).toBe('clock');
+    expect(await card.locator('.tool-state').textContent()).toBe('needs your approval');
+    expect(await card.locator('.tool-text').textContent()).toBe('no arguments');
+    expect(await turn(page, 0).locator('.pending').textContent()).toBe('waiting for your approval');
+    await shoot(page, 'chat-approval-1280-light');
+
+    // Tab to "Allow" and press Enter: no mouse needed.
+    let focused = '';
+    for (let i = 0; i < 20 && focused !== 'allow'; i++) {
+      await page.keyboard.press('Tab');
+      focused = await page.evaluate(
+        () => (document.activeElement as HTMLElement).dataset.testid ?? '',
+      );
+    }
+    expect(focused).toBe('allow');
+    await page.keyboard.press('Enter');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 0, 'data-outcome')) === 'completed',
+    );
+    expect(await card.getAttribute('data-state')).toBe('done');
+    expect(await card.locator('.tool-fields dt').allTextContents()).toContain('iso');
+    expect(await card.locator('.tool-actions').count()).toBe(0);
+    expect(await turn(page, 0).locator('.pill').textContent()).toBe('Completed');
+    expect(await turn(page, 0).locator('.pending').isHidden()).toBe(true);
+    expect(failed).toEqual([]); // no /favicon.ico 404, nothing else refused
+    await page.close();
+  });
+
+  it('gives every end its own pill and reason, and shows preempting while it is pending', async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await open(page);
+    await page.click('#new-session');
+    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+    const sessionId = await sessionOf(page);
+    endsSession = sessionId;
+
+    // Stopped by you, mid-reply.
+    await send(page, 'tell me a story');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await turn(page, 0).locator('.text').count()) > 0,
+    );
+    await turn(page, 0).getByTestId('stop').click();
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 0, 'data-status')) === 'cancelled',
+    );
+    // Cancelled by you before it started, then preempted by a newer message.
+    await send(page, 'a long answer please');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 1, 'data-status')) === 'running',
+    );
+    await send(page, 'and this one waits');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 2, 'data-status')) === 'queued',
+    );
+    await turn(page, 2).getByTestId('cancel').press('Enter');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 2, 'data-status')) === 'cancelled',
+    );
+    await page.check('#preempt');
+    await send(page, 'urgent: stop that');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 1, 'data-pending')) === 'preempting',
+    );
+    expect(await turn(page, 1).locator('.pending').textContent()).toBe('preempting…');
+    await shoot(page, 'chat-preempting-1280-light');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 3, 'data-status')) === 'completed',
+    );
+    await page.uncheck('#preempt');
+
+    // What the log says of runs that timed out, were stopped by a shutdown, or crashed.
+    logRun(sessionId, 'run-timeout', 'slow question', [
+      'run.cancelled',
+      { cause: 'timeout', escalated: false, reason: 'deadline reached', initiator: 'timeout' },
+    ]);
+    logRun(sessionId, 'run-shutdown', 'during a deploy', [
+      'run.cancelled',
+      { cause: 'shutdown', escalated: false, reason: 'shutdown', initiator: 'shutdown' },
+    ]);
+    logRun(sessionId, 'run-crashed', 'before the crash', [
+      'run.failed',
+      { error: 'the server process stopped while the run was RUNNING', cause: 'crashed' },
+    ]);
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await page.locator('article.turn').count()) === 7,
+    );
+
+    const seen = await page.$$eval('article.turn', (turns) =>
+      turns.map((t) => ({
+        outcome: (t as HTMLElement).dataset.outcome,
+        pill: t.querySelector('.pill')!.textContent,
+        reason: t.querySelector('.reason')!.textContent,
+        colour: getComputedStyle(t.querySelector('.pill')!).backgroundColor,
+        pending: (t as HTMLElement).dataset.pending ?? null,
+      })),
+    );
+    expect(
+      seen.map(({ outcome, pill, reason, pending }) => ({ outcome, pill, reason, pending })),
+    ).toEqual([
+      {
+        outcome: 'stopped',
+        pill: 'Stopped by you',
+        reason: 'You stopped this reply. It ends where it was cut off.',
+        pending: null,
+      },
+      {
+        outcome: 'replaced',
+        pill: 'Preempted',
+        reason: 'A newer message took over (preempt). The reply ends where it was cut off.',
+        pending: null,
+      },
+      {
+        outcome: 'stopped',
+        pill: 'Cancelled by you',
+        reason: 'You cancelled this message before it started.',
+        pending: null,
+      },
+      { outcome: 'completed', pill: 'Completed', reason: '', pending: null },
+      {
+        outcome: 'timed-out',
+        pill: 'Timed out',
+        reason: 'The run reached its time limit. The reply ends where it was cut off.',
+        pending: null,
+      },
+      {
+        outcome: 'shutdown',
+        pill: 'Stopped by shutdown',
+        reason: 'The server was shutting down. The reply ends where it was cut off.',
+        pending: null,
+      },
+      {
+        outcome: 'crashed',
+        pill: 'Crashed',
+        reason:
+          'The server stopped while this reply was being written (the server process stopped while the run was RUNNING).',
+        pending: null,
+      },
+    ]);
+    // One colour per kind of end: completed, stopped, replaced, timed out, shutdown, crashed.
+    const colours = new Map(seen.map((s) => [s.outcome, s.colour]));
+    expect(new Set(colours.values()).size).toBe(colours.size);
+    expect(colours.size).toBe(6);
+    await shoot(page, 'chat-1280-light');
+    await page.close();
+  });
+
+  it('fits 360 px, follows the dark scheme, and has no serious accessibility violation', async () => {
+    for (const colorScheme of ['light', 'dark'] as const) {
+      for (const width of [1280, 360]) {
+        const page = await pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme });
+        // The session id is kept in localStorage: this tab reopens the session with every end.
+        await page.addInitScript((id) => localStorage.setItem('runplane.session', id), endsSession);
+        await open(page);
+        await page.waitForSelector('article.turn');
+        expect(await outsideViewport(page), `${colorScheme} ${width}`).toEqual([]);
+        expect(blocking(await axeViolations(page)), `${colorScheme} ${width}`).toEqual([]);
+        // Every control is in view and big enough to hit.
+        for (const id of ['new-session', 'send', 'preempt']) {
+          const box = (await page.locator(`#${id}`).boundingBox())!;
+          expect(box.x + box.width, `${id} at ${width}`).toBeLessThanOrEqual(width);
+        }
+        const background = await page.evaluate(
+          () => getComputedStyle(document.body).backgroundColor,
+        );
+        expect(background).toBe(colorScheme === 'dark' ? 'rgb(17, 20, 24)' : 'rgb(246, 247, 249)');
+        await shoot(page, `chat-${width}-${colorScheme}`);
+        await page.close();
+      }
+    }
+  }, 90_000);
+});
