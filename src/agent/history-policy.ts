@@ -177,6 +177,12 @@ function splitTurns(history: readonly ChatMessage[]): ChatMessage[][] {
 }
 
 /** A tool result cut to `maxTokens`, with the marker; the message itself when it fits. */
+/** The first `chars` UTF-16 units of `text`, one fewer if the cut would split a surrogate pair. */
+function sliceWhole(text: string, chars: number): string {
+  const code = text.charCodeAt(chars - 1);
+  return code >= 0xd800 && code <= 0xdbff ? text.slice(0, chars - 1) : text.slice(0, chars);
+}
+
 function truncateToolResult(
   message: ToolMessage,
   maxTokens: number,
@@ -185,10 +191,10 @@ function truncateToolResult(
   const total = count(message.content);
   if (total <= maxTokens) return message;
   let chars = Math.floor((message.content.length * maxTokens) / total);
-  let head = message.content.slice(0, chars);
+  let head = sliceWhole(message.content, chars);
   while (chars > 0 && count(head) > maxTokens) {
     chars = Math.floor(chars * 0.9);
-    head = message.content.slice(0, chars);
+    head = sliceWhole(message.content, chars);
   }
   return {
     ...message,

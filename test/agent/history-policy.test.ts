@@ -189,6 +189,23 @@ describe('estimateTokens and fitRequest', () => {
     expect(fitted.tokens).toBe(4_004);
   });
 
+  it('never cuts a tool result inside a surrogate pair (no lone half of an emoji)', () => {
+    const result: ChatMessage = {
+      role: 'tool',
+      toolCallId: 't1',
+      name: 'emoji',
+      content: '😀'.repeat(5_000),
+      isError: false,
+    };
+    const fitted = fitRequest(
+      { instructions: [], past: [], current: [result] },
+      { maxToolResultTokens: 3, countTokens: (text) => text.length },
+    );
+    const content = (fitted.messages[0] as { content: string }).content;
+    expect(content.startsWith('😀\n[… truncated by runplane: 2 of 10000 tokens kept]')).toBe(true);
+    expect(content).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/); // no lone high surrogate
+  });
+
   it('refuses a bad policy with INVALID_ARGUMENT', () => {
     const model = createScriptedModel([]);
     expect(() => createReActAgent({ model, historyPolicy: { maxRequestTokens: 0 } })).toThrow(

@@ -9,14 +9,33 @@
  *
  * @module
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { mkdirSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { RunplaneError } from '../../errors.js';
 
+/**
+ * The one name of a database file however it is reached (relative, `..`, a symlink to the file
+ * or to a directory on its path), so every server that opens it takes the same lock. A hard
+ * link is another name of the file that no path resolution reveals (README, limits).
+ */
+function canonicalPath(databasePath: string): string {
+  try {
+    return realpathSync(databasePath);
+  } catch {
+    // Not created yet: its directory may still be reached through a link.
+    const dir = dirname(resolve(databasePath));
+    try {
+      return join(realpathSync(dir), basename(databasePath));
+    } catch {
+      return resolve(databasePath);
+    }
+  }
+}
+
 /** A held lock; `release()` frees it (idempotent). */
 export interface SqliteDatabaseLock {
-  /** The lock file, `<database>.lock`. */
+  /** The lock file, `<database>.lock` beside the database's real path. */
   readonly path: string;
   release(): void;
 }
@@ -35,8 +54,8 @@ export interface SqliteDatabaseLock {
  * ```
  */
 export function lockSqliteDatabase(databasePath: string): SqliteDatabaseLock {
-  const path = `${databasePath}.lock`;
-  if (databasePath === ':memory:') return { path, release() {} };
+  if (databasePath === ':memory:') return { path: ':memory:.lock', release() {} };
+  const path = `${canonicalPath(databasePath)}.lock`;
   let db: Database.Database | undefined;
   try {
     mkdirSync(dirname(path), { recursive: true });
