@@ -141,5 +141,5 @@ describe.skipIf(skip)('chat page in headless Chromium', () => {
     expect(await statusOf(page, 0)).toBe('cancelled');
     expect(errors).toEqual([]);
     await page.close();
-  });
+  }, 60_000); // a dozen browser steps on a shared 2-core host
 });
