@@ -64,7 +64,7 @@ export interface DataSweeper {
   stop(): Promise<void>;
 }
 
-/** Sessions read per query of the sweep. */
+/** Sessions read per query of the sweep (a retention window, a page of deleted sessions). */
 const pageSize = 100;
 
 /**
@@ -100,12 +100,15 @@ export function createDataSweeper(options: DataSweeperOptions): DataSweeper {
     let steps = 0;
     if (options.retentionMs !== undefined) {
       const before = clock.now() - options.retentionMs;
-      for (let page = purge.idleSince(before, pageSize); page.length > 0 && !stopped;) {
-        for (const key of page) {
+      // Window by window in key order: one query never scans every session.
+      let after: SessionKey | undefined = { ownerId: '', sessionId: '' };
+      while (after !== undefined && !stopped) {
+        const window = purge.idleIn(before, after, pageSize);
+        for (const key of window.idle) {
           if (sessions.markDeleted(key.ownerId, key.sessionId, clock.now())) expired++;
         }
+        after = window.next;
         await yieldToRequests();
-        page = purge.idleSince(before, pageSize);
       }
     }
     for (let page = purge.deleted(pageSize); page.length > 0 && !stopped;) {

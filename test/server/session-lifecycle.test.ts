@@ -326,3 +326,32 @@ describe('the background sweep', () => {
     await t.waitForEvent(busy, (e) => e.type === 'run.completed');
   });
 });
+
+describe('retention reads sessions window by window', () => {
+  it('each query reads at most one window of sessions, and the windows cover every session once', async () => {
+    t = createTestService();
+    const day = 86_400_000;
+    const ids: string[] = [];
+    for (let i = 0; i < 250; i++) ids.push(await t.createSession());
+    const active = ids[7]!;
+    t.clock.increment(2 * day);
+    await t.post(active, [{ type: 'user.supplement', payload: { text: 'still here' } }]);
+    const purge = t.sessionPurge();
+    const before = t.clock.now() - day;
+    const idle: string[] = [];
+    const windows: number[] = [];
+    let after: { ownerId: string; sessionId: string } | undefined = { ownerId: '', sessionId: '' };
+    while (after !== undefined) {
+      const window = purge.idleIn(before, after, 100);
+      windows.push(window.idle.length);
+      idle.push(...window.idle.map((key) => key.sessionId));
+      after = window.next;
+    }
+    // 250 sessions in windows of 100: three queries; the active one is in one of them.
+    expect(windows).toHaveLength(3);
+    expect(windows.every((n) => n <= 100)).toBe(true);
+    expect(new Set(idle).size).toBe(249);
+    expect(idle).not.toContain(active);
+    expect([...idle, active].sort()).toEqual([...ids].sort());
+  });
+});

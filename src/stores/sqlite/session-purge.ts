@@ -33,10 +33,17 @@ export interface SqliteSessionPurge {
   /** Sessions marked deleted whose data is not gone yet, earliest deletion first. @returns at most `limit` */
   deleted(limit: number): SessionKey[];
   /**
-   * Live sessions with no activity since `before` (clock ms: neither an event nor a settings
-   * change) and no unfinished run recorded: what retention deletes. @returns at most `limit`
+   * One window of sessions, the next `window` after `after` in key order: those live, with no
+   * activity since `before` (clock ms: neither an event nor a settings change) and no unfinished
+   * run recorded, are what retention deletes. A window reads at most `window` sessions, so one
+   * call never scans the whole table. @returns the idle sessions of the window, and the key to
+   * continue after (`undefined` once the window reached the last session)
    */
-  idleSince(before: number, limit: number): SessionKey[];
+  idleIn(
+    before: number,
+    after: SessionKey,
+    window: number,
+  ): { idle: SessionKey[]; next: SessionKey | undefined };
   /**
    * Deletes at most `batchSize` rows of a deleted session (one table, one transaction); the
    * session record goes last. @returns `true` once nothing of the session is left
@@ -93,18 +100,25 @@ export function createSqliteSessionPurge(options: SqliteSessionPurgeOptions): Sq
         `SELECT owner_id, session_id FROM runplane_sessions WHERE deleted_at IS NOT NULL
          ORDER BY deleted_at LIMIT ?`,
       ),
-      // A session's last activity: its latest event (one lookup through its high-water mark),
-      // or its last settings change.
-      idle: db.prepare<[number, number], { owner_id: string; session_id: string }>(
-        `SELECT s.owner_id, s.session_id FROM runplane_sessions s
-         LEFT JOIN runplane_event_seqs q ON q.owner_id = s.owner_id AND q.session_id = s.session_id
+      // A window of sessions in key order; a session's last activity is its latest event (one
+      // lookup through its high-water mark) or its last settings change.
+      idle: db.prepare<
+        [string, string, number, number],
+        { owner_id: string; session_id: string; idle: number }
+      >(
+        `WITH w AS (
+           SELECT owner_id, session_id, updated_at, deleted_at FROM runplane_sessions
+           WHERE (owner_id, session_id) > (?, ?) ORDER BY owner_id, session_id LIMIT ?)
+         SELECT w.owner_id, w.session_id,
+           (w.deleted_at IS NULL AND max(w.updated_at, coalesce(e.at, 0)) < ?
+             AND NOT EXISTS (SELECT 1 FROM runplane_runs r
+               WHERE r.owner_id = w.owner_id AND r.session_id = w.session_id
+                 AND r.status IN ('CREATED', 'QUEUED', 'RUNNING'))) AS idle
+         FROM w
+         LEFT JOIN runplane_event_seqs q ON q.owner_id = w.owner_id AND q.session_id = w.session_id
          LEFT JOIN runplane_events e
            ON e.owner_id = q.owner_id AND e.session_id = q.session_id AND e.seq = q.last_seq
-         WHERE s.deleted_at IS NULL AND max(s.updated_at, coalesce(e.at, 0)) < ?
-           AND NOT EXISTS (SELECT 1 FROM runplane_runs r
-             WHERE r.owner_id = s.owner_id AND r.session_id = s.session_id
-               AND r.status IN ('CREATED', 'QUEUED', 'RUNNING'))
-         LIMIT ?`,
+         ORDER BY w.owner_id, w.session_id`,
       ),
     };
   });
@@ -124,8 +138,18 @@ export function createSqliteSessionPurge(options: SqliteSessionPurgeOptions): Sq
 
   return {
     deleted: (limit) => attempt('deleted', () => keys(statements.deleted.all(limit))),
-    idleSince: (before, limit) =>
-      attempt('idleSince', () => keys(statements.idle.all(before, limit))),
+    idleIn: (before, after, window) =>
+      attempt('idleIn', () => {
+        const rows = statements.idle.all(after.ownerId, after.sessionId, window, before);
+        const last = rows.at(-1);
+        return {
+          idle: keys(rows.filter((row) => row.idle === 1)),
+          next:
+            rows.length < window || last === undefined
+              ? undefined
+              : { ownerId: last.owner_id, sessionId: last.session_id },
+        };
+      }),
     purgeStep(key, batchSize) {
       const done = attempt('purgeStep', () => step.immediate(key, batchSize));
       if (done) options.onPurged?.(key);
