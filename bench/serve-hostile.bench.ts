@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { round, type Figure } from './core.bench.js';
+import { listeningUrl } from './server.bench.js';
 
 const TOKEN = 'bench-hostile-token-1';
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -65,15 +66,7 @@ async function startServer(nodeArgs: string[]): Promise<ServerProcess> {
       resolve();
     }),
   );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const found = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (found !== undefined) resolve(found);
-    });
-    void done.then(() => reject(new Error(`serve exited before listening:\n${out}`)));
-  });
+  const url = await listeningUrl(child, done);
   return {
     url,
     child,

@@ -27,6 +27,25 @@ interface Server {
 }
 
 /** Starts `runplane serve` in its own process; resolves once it listens. */
+/**
+ * The URL `runplane serve` (a child process) prints once it listens.
+ *
+ * @param child - the server process, its stdout piped
+ * @param exited - resolves when the process exits
+ * @throws Error with the process's output if it exits before it listens
+ */
+export function listeningUrl(child: ChildProcess, exited: Promise<void>): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      const found = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      if (found !== undefined) resolve(found);
+    });
+    void exited.then(() => reject(new Error(`serve exited before listening:\n${out}`)));
+  });
+}
+
 async function startServerProcess(args: string[]): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
   const child: ChildProcess = spawn(
@@ -54,15 +73,7 @@ async function startServerProcess(args: string[]): Promise<Server> {
     { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const found = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (found !== undefined) resolve(found);
-    });
-    void exited.then(() => reject(new Error(`serve exited before listening:\n${out}`)));
-  });
+  const url = await listeningUrl(child, exited);
   return {
     url,
     async stop() {
