@@ -19,7 +19,8 @@ export type RunplaneErrorCode =
   | 'CHECKPOINT_CORRUPT'
   | 'STORE_FAILED'
   | 'SHUTTING_DOWN'
-  | 'MODEL_ERROR';
+  | 'MODEL_ERROR'
+  | 'CONTEXT_OVER_BUDGET';
 
 /**
  * The base class of every runplane error.

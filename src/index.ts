@@ -107,7 +107,7 @@ export type {
   ReActResult,
   ReActStopReason,
 } from './agent/react-agent.js';
-export { estimateTokens } from './agent/history-policy.js';
+export { ContextOverBudgetError, estimateTokens } from './agent/history-policy.js';
 export type { HistoryPolicy } from './agent/history-policy.js';
 export { agentAsTool } from './agent/agent-as-tool.js';
 export type { AgentAsToolOptions } from './agent/agent-as-tool.js';

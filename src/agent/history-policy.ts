@@ -7,6 +7,7 @@
  * @module
  */
 import { z } from 'zod';
+import { RunplaneError } from '../errors.js';
 import type { ChatMessage, ToolMessage } from './messages.js';
 
 /** How a ReAct agent fits its requests to the model's context (`createReActAgent`'s `context`). */
@@ -14,8 +15,11 @@ export interface HistoryPolicy {
   /**
    * The token budget of one model request: instructions, the kept history and the current
    * turn together, as {@link HistoryPolicy.countTokens} estimates them. The current turn (the
-   * user's message and what this run produced) is always sent; older turns fill what is left,
-   * newest first. A positive integer. @default 24000
+   * user's message and what this run produced) comes first; older turns fill what is left,
+   * newest first. When the current turn alone is over the budget, its oldest tool results are
+   * left out (each replaced by a marker, the call itself kept) until it fits; when it still
+   * does not fit, the model is not called and the run fails with
+   * {@link ContextOverBudgetError}. A positive integer. @default 24000
    */
   readonly maxRequestTokens?: number;
   /**
@@ -56,6 +60,27 @@ export const historyPolicySchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A model request cannot fit its token budget even with every older turn and every tool result
+ * of the current turn left out: the instructions and the user's message alone are over
+ * {@link HistoryPolicy.maxRequestTokens}. Code `CONTEXT_OVER_BUDGET`; the model is not called.
+ */
+export class ContextOverBudgetError extends RunplaneError {
+  /**
+   * @param tokens - the estimated tokens of the smallest request that could be built
+   * @param budget - the policy's `maxRequestTokens`
+   */
+  constructor(
+    readonly tokens: number,
+    readonly budget: number,
+  ) {
+    super(
+      'CONTEXT_OVER_BUDGET',
+      `the smallest request is ${tokens} tokens, over the budget of ${budget} (maxRequestTokens)`,
+    );
+  }
+}
+
 /** What one message costs beyond its text (role, separators), in tokens. */
 const messageOverheadTokens = 4;
 /** The longest excerpt of a message in the summary, in characters. */
@@ -94,6 +119,8 @@ export interface FittedRequest {
 /**
  * @internal Builds one model request within the policy's budget.
  *
+ * @throws {@link ContextOverBudgetError} (code `CONTEXT_OVER_BUDGET`) when the instructions and
+ *   the current turn, with all its tool results left out, are still over the budget
  * @param parts - `instructions` (sent first, always), `past` (the session's history, oldest
  *   first), `current` (this run's messages, always sent)
  * @param policy - the {@link HistoryPolicy}
@@ -127,7 +154,19 @@ export function fitRequest(
     messages.reduce((total, message) => total + costOf(message), 0);
 
   const current = parts.current.map(shorten);
-  const fixed = sum(parts.instructions) + sum(current);
+  let fixed = sum(parts.instructions) + sum(current);
+  for (let i = 0; fixed > budget && i < current.length; i++) {
+    const message = current[i];
+    if (message?.role !== 'tool') continue;
+    const stub = {
+      ...message,
+      content: `[… tool result left out by runplane to fit the context: ${count(message.content)} tokens]`,
+    };
+    fixed += costOf(stub) - costOf(message);
+    current[i] = stub;
+    truncatedResults++;
+  }
+  if (fixed > budget) throw new ContextOverBudgetError(fixed, budget);
   const turns = splitTurns(parts.past.map(shorten));
   const costs = turns.map(sum);
   /** How many of the newest turns fit in `room`. */
@@ -176,13 +215,13 @@ function splitTurns(history: readonly ChatMessage[]): ChatMessage[][] {
   return turns;
 }
 
-/** A tool result cut to `maxTokens`, with the marker; the message itself when it fits. */
 /** The first `chars` UTF-16 units of `text`, one fewer if the cut would split a surrogate pair. */
 function sliceWhole(text: string, chars: number): string {
   const code = text.charCodeAt(chars - 1);
   return code >= 0xd800 && code <= 0xdbff ? text.slice(0, chars - 1) : text.slice(0, chars);
 }
 
+/** A tool result cut to `maxTokens`, with the marker; the message itself when it fits. */
 function truncateToolResult(
   message: ToolMessage,
   maxTokens: number,

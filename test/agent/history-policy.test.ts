@@ -9,7 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { estimateTokens, fitRequest, type HistoryPolicy } from '../../src/agent/history-policy.js';
+import {
+  ContextOverBudgetError,
+  estimateTokens,
+  fitRequest,
+  type HistoryPolicy,
+} from '../../src/agent/history-policy.js';
 import type { ChatMessage } from '../../src/agent/messages.js';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { createScriptedModel, type ScriptEntry } from '../../src/agent/scripted-model.js';
@@ -171,8 +176,8 @@ describe('estimateTokens and fitRequest', () => {
     expect(estimateTokens('你好')).toBe(2);
   });
 
-  it('always sends the current turn, and takes an exact counter when given one', () => {
-    const long = 'x'.repeat(4_000);
+  it('takes an exact counter when given one, and keeps the current turn whole when it fits', () => {
+    const question = 'x'.repeat(80);
     const fitted = fitRequest(
       {
         instructions: [],
@@ -180,13 +185,89 @@ describe('estimateTokens and fitRequest', () => {
           { role: 'user', content: 'old' },
           { role: 'assistant', id: 'a1', content: 'old reply' },
         ],
-        current: [{ role: 'user', content: long }],
+        current: [{ role: 'user', content: question }],
       },
-      { maxRequestTokens: 100, overflow: 'drop', countTokens: (text) => text.length },
+      { maxRequestTokens: 90, overflow: 'drop', countTokens: (text) => text.length },
     );
-    expect(fitted.messages).toEqual([{ role: 'user', content: long }]);
+    expect(fitted.messages).toEqual([{ role: 'user', content: question }]);
     expect(fitted.omittedTurns).toBe(1);
-    expect(fitted.tokens).toBe(4_004);
+    expect(fitted.tokens).toBe(84);
+  });
+
+  it("leaves out the current turn's oldest tool results, keeping their calls, until it fits", () => {
+    const call = (id: string) => ({
+      role: 'assistant' as const,
+      id: `a_${id}`,
+      content: '',
+      toolCalls: [{ id, name: 'read', arguments: '{}' }],
+    });
+    const result = (id: string): ChatMessage => ({
+      role: 'tool',
+      toolCallId: id,
+      name: 'read',
+      content: 'r'.repeat(300),
+      isError: false,
+    });
+    const current: ChatMessage[] = [
+      { role: 'user', content: 'read three pages' },
+      call('t1'),
+      result('t1'),
+      call('t2'),
+      result('t2'),
+      call('t3'),
+      result('t3'),
+    ];
+    const policy = { maxRequestTokens: 800, countTokens: (text: string) => text.length };
+    const fitted = fitRequest({ instructions: [], past: [], current }, policy);
+    const tools = fitted.messages.filter((m) => m.role === 'tool');
+    expect(tools.map((m) => m.content.length)).toEqual([expect.any(Number) as number, 300, 300]);
+    expect(tools[0]?.content).toBe(
+      '[… tool result left out by runplane to fit the context: 300 tokens]',
+    );
+    expect(fitted.messages.filter((m) => m.role === 'assistant')).toHaveLength(3);
+    expect(fitted.truncatedResults).toBe(1);
+    expect(fitted.tokens).toBe(729);
+    // The request is never over its budget, whatever the budget.
+    for (let budget = 200; budget <= 1_000; budget += 50) {
+      const attempt = () =>
+        fitRequest(
+          { instructions: [], past: [], current },
+          { ...policy, maxRequestTokens: budget },
+        );
+      let tokens: number;
+      try {
+        tokens = attempt().tokens;
+      } catch (error) {
+        expect(error).toBeInstanceOf(ContextOverBudgetError);
+        continue;
+      }
+      expect(tokens).toBeLessThanOrEqual(budget);
+    }
+  });
+
+  it('fails with CONTEXT_OVER_BUDGET, without calling the model, when the message alone is over', async () => {
+    const { runtime } = sqliteSetup();
+    let calls = 0;
+    const model = createScriptedModel([
+      () => {
+        calls++;
+        return { text: 'never' };
+      },
+    ]);
+    const agent = createReActAgent({ model, historyPolicy: { maxRequestTokens: 50 } });
+    const run = runtime.prepare({
+      ownerId: owner,
+      sessionId: session,
+      agent,
+      input: 'a question far too long for the budget '.repeat(20),
+    });
+    run.start();
+    const outcome = await run.result().catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(ContextOverBudgetError);
+    expect(outcome).toMatchObject({ code: 'CONTEXT_OVER_BUDGET', budget: 50 });
+    expect(calls).toBe(0);
+    const failed = (await eventsOf(runtime)).find((e) => e.type === 'run.failed');
+    expect(JSON.stringify(failed?.payload)).toContain('CONTEXT_OVER_BUDGET');
   });
 
   it('never cuts a tool result inside a surrogate pair (no lone half of an emoji)', () => {
