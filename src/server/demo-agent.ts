@@ -9,6 +9,7 @@ import { nanoid } from 'nanoid';
 import { z } from 'zod';
 import type { ChatModel } from '../agent/chat-model.js';
 import type { ChatMessage, ToolMessage, UserMessage } from '../agent/messages.js';
+import type { HistoryPolicy } from '../agent/history-policy.js';
 import { createReActAgent, type ReActResult } from '../agent/react-agent.js';
 import { createScriptedModel, type ScriptedReply } from '../agent/scripted-model.js';
 import { defineTool, type Tool } from '../agent/tool.js';
@@ -186,8 +187,8 @@ export interface DemoAgentOptions extends DemoModelOptions {
   readonly model?: ChatModel;
   /** The tools that need the user's approval. @default ['clock'] */
   readonly confirmTools?: readonly string[];
-  /** The token budget of one model request (`HistoryPolicy.maxRequestTokens`). @default 24000 */
-  readonly maxRequestTokens?: number;
+  /** How each model request fits its budget. @default the ReAct agent's defaults */
+  readonly historyPolicy?: HistoryPolicy;
 }
 
 /**
@@ -208,8 +209,6 @@ export function createDemoAgent(options: DemoAgentOptions = {}): Agent<string, R
     tools: createDemoTools({ confirm: options.confirmTools }),
     instructions: demoInstructions,
     maxSteps: 6,
-    ...(options.maxRequestTokens === undefined
-      ? {}
-      : { historyPolicy: { maxRequestTokens: options.maxRequestTokens } }),
+    ...(options.historyPolicy === undefined ? {} : { historyPolicy: options.historyPolicy }),
   });
 }

@@ -31,12 +31,16 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --max-running-runs-per-owner <n>  running runs per owner; more wait, owners take turns
                                                              RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER (default 8)
   --max-concurrent-runs <n> running runs, all owners        RUNPLANE_MAX_CONCURRENT_RUNS (default unlimited)
-  --rate-limit <n>          requests per second per owner    RUNPLANE_RATE_LIMIT (default 50)
+  --rate-limit <n>          requests per second per owner    RUNPLANE_RATE_LIMIT (default 50; 0: no limit)
   --rate-burst <n>          requests at once per owner       RUNPLANE_RATE_BURST (default 200)
   --approval-timeout-ms <ms> wait for a tool confirmation,   RUNPLANE_APPROVAL_TIMEOUT_MS (default 600000;
                             then denied (reason timeout)     a session's approval_timeout_ms wins)
   --max-request-tokens <n>  the agent's token budget per     RUNPLANE_MAX_REQUEST_TOKENS (default 24000;
                             model request                    older turns are summarized)
+  --max-tool-result-tokens <n>  a tool result's share of     RUNPLANE_MAX_TOOL_RESULT_TOKENS (default 4000;
+                            a request                        cut with a marker)
+  --context-overflow <mode> older turns over the budget:     RUNPLANE_CONTEXT_OVERFLOW (default summary)
+                            summary or drop
   --model-max-retries <n>   retries of a 429/5xx answer      RUNPLANE_MODEL_MAX_RETRIES (default 2)
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
@@ -99,6 +103,8 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'rate-burst': { type: 'string' },
       'approval-timeout-ms': { type: 'string' },
       'max-request-tokens': { type: 'string' },
+      'max-tool-result-tokens': { type: 'string' },
+      'context-overflow': { type: 'string' },
       'model-max-retries': { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
@@ -123,6 +129,13 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       : confirmText.trim() === 'none'
         ? []
         : confirmText.split(',').map((name) => name.trim());
+  const overflow = pick('context-overflow', 'RUNPLANE_CONTEXT_OVERFLOW');
+  if (overflow !== undefined && overflow !== 'summary' && overflow !== 'drop') {
+    throw new InvalidArgumentError(
+      'context-overflow',
+      `expected \`context-overflow\` to be summary or drop, got ${JSON.stringify(overflow)}`,
+    );
+  }
   const baseURL = pick('openai-base-url', 'OPENAI_BASE_URL');
   const model = pick('model', 'RUNPLANE_MODEL');
   if (baseURL !== undefined && model === undefined) {
@@ -207,7 +220,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     rateLimitPerSecond: integer(
       'rate-limit',
       pick('rate-limit', 'RUNPLANE_RATE_LIMIT'),
-      1,
+      0,
       1_000_000,
     ),
     rateLimitBurst: integer('rate-burst', pick('rate-burst', 'RUNPLANE_RATE_BURST'), 1, 1_000_000),
@@ -223,6 +236,13 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       100,
       10_000_000,
     ),
+    maxToolResultTokens: integer(
+      'max-tool-result-tokens',
+      pick('max-tool-result-tokens', 'RUNPLANE_MAX_TOOL_RESULT_TOKENS'),
+      10,
+      10_000_000,
+    ),
+    contextOverflow: overflow,
     modelMaxRetries: integer(
       'model-max-retries',
       pick('model-max-retries', 'RUNPLANE_MODEL_MAX_RETRIES'),

@@ -113,7 +113,7 @@ export interface ServeOptions {
   readonly maxRunningRunsPerOwner?: number;
   /** Runs running at once across all owners; more wait. @default unlimited */
   readonly maxConcurrentRuns?: number;
-  /** Requests per second one owner may sustain (429 `rate_limited` beyond). @default 50 */
+  /** Requests per second one owner may sustain (429 `rate_limited` beyond); 0 turns the limit off. @default 50 */
   readonly rateLimitPerSecond?: number;
   /** Requests one owner may send at once after a quiet spell. @default 200 */
   readonly rateLimitBurst?: number;
@@ -124,6 +124,10 @@ export interface ServeOptions {
   readonly approvalTimeoutMs?: number;
   /** The default agent's token budget of one model request (older turns are summarized). @default 24000 */
   readonly maxRequestTokens?: number;
+  /** The default agent's longest tool result in a request, in tokens (cut with a marker). @default 4000 */
+  readonly maxToolResultTokens?: number;
+  /** What the default agent does with the older turns that do not fit. @default 'summary' */
+  readonly contextOverflow?: 'summary' | 'drop';
   /** How often the default agent's model call retries a 429 or 5xx answer (openai client). @default 2 */
   readonly modelMaxRetries?: number;
   /** Use an OpenAI-compatible model instead of the scripted demo model. */
@@ -283,7 +287,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         clock: runtime.clock,
         chunkDelayMs: options.chunkDelayMs,
         confirmTools: options.confirmTools,
-        maxRequestTokens: options.maxRequestTokens,
+        historyPolicy: {
+          maxRequestTokens: options.maxRequestTokens,
+          maxToolResultTokens: options.maxToolResultTokens,
+          overflow: options.contextOverflow,
+        },
         model:
           options.openai === undefined
             ? undefined
@@ -314,10 +322,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       reportError,
       timeline,
       maxSessionsPerOwner: options.maxSessionsPerOwner,
-      rateLimit: {
-        perSecond: options.rateLimitPerSecond ?? 50,
-        burst: options.rateLimitBurst ?? 200,
-      },
+      rateLimit:
+        options.rateLimitPerSecond === 0
+          ? undefined
+          : { perSecond: options.rateLimitPerSecond ?? 50, burst: options.rateLimitBurst ?? 200 },
       approvalTimeoutMs: options.approvalTimeoutMs,
       onSessionDeleted: () => sweep.kick(),
     });

@@ -281,6 +281,10 @@ describe('parseServeArgs', () => {
           '8000',
           '--model-max-retries',
           '0',
+          '--max-tool-result-tokens',
+          '500',
+          '--context-overflow',
+          'drop',
         ],
         env,
       ),
@@ -293,8 +297,14 @@ describe('parseServeArgs', () => {
       rateLimitBurst: 20,
       approvalTimeoutMs: 60_000,
       maxRequestTokens: 8_000,
+      maxToolResultTokens: 500,
+      contextOverflow: 'drop',
       modelMaxRetries: 0,
     });
+    expect(parseServeArgs(['--rate-limit', '0'], {}).rateLimitPerSecond).toBe(0);
+    expect(() => parseServeArgs(['--context-overflow', 'fold'], {})).toThrow(
+      /`context-overflow` to be summary or drop, got "fold"/,
+    );
     expect(() => parseServeArgs(['--retention-days', '0'], {})).toThrow(/`retention-days`/);
     expect(() => parseServeArgs(['--rate-limit', 'x'], {})).toThrow(/`rate-limit`/);
   });

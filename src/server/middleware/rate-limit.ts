@@ -3,8 +3,11 @@
  * clock; a request with no token left is 429 `rate_limited` with `Retry-After`.
  *
  * @remarks Written here rather than taken from a rate-limit package because the bucket must run
- * on the injected clock (a simulated one in tests), and the owners are the configured tokens'
- * owners, so the table of buckets is as bounded as the token list.
+ * on the injected clock (a simulated one in tests). An application's `authenticate` may admit
+ * any number of owners, so the table of buckets is swept whenever it doubles (from
+ * {@link minSweepSize} entries): a bucket that has refilled to `burst` is dropped, since a new
+ * bucket would be the same. The table thus holds at most about twice the owners that sent a
+ * request within one refill time (`burst / perSecond` seconds), whatever clients send.
  *
  * @module
  */
@@ -20,9 +23,55 @@ export interface RateLimitOptions {
   readonly burst: number;
 }
 
+/** @internal The table size below which it is never swept. */
+export const minSweepSize = 1024;
+
 interface Bucket {
   tokens: number;
   at: number;
+}
+
+/** @internal The owners' buckets: {@link rateLimit}'s state, apart for its tests. */
+export interface BucketTable {
+  /**
+   * Takes one token of `ownerId`'s bucket at `now` (ms).
+   *
+   * @returns 0 when a token was taken, else the ms until the next one
+   */
+  take(ownerId: string, now: number): number;
+  /** The buckets held. */
+  readonly size: number;
+}
+
+/** @internal Creates an empty {@link BucketTable}. */
+export function createBucketTable(options: RateLimitOptions): BucketTable {
+  const buckets = new Map<string, Bucket>();
+  const perMs = options.perSecond / 1000;
+  let sweepAt = minSweepSize;
+  /** Drops the buckets that are full again (each as good as a new one). */
+  const sweep = (now: number) => {
+    for (const [ownerId, bucket] of buckets) {
+      if (bucket.tokens + (now - bucket.at) * perMs >= options.burst) buckets.delete(ownerId);
+    }
+    sweepAt = Math.max(minSweepSize, buckets.size * 2);
+  };
+  return {
+    take(ownerId, now) {
+      let bucket = buckets.get(ownerId);
+      if (bucket === undefined) {
+        if (buckets.size >= sweepAt) sweep(now);
+        buckets.set(ownerId, (bucket = { tokens: options.burst, at: now }));
+      }
+      bucket.tokens = Math.min(options.burst, bucket.tokens + (now - bucket.at) * perMs);
+      bucket.at = now;
+      if (bucket.tokens < 1) return (1 - bucket.tokens) / perMs;
+      bucket.tokens -= 1;
+      return 0;
+    },
+    get size() {
+      return buckets.size;
+    },
+  };
 }
 
 /**
@@ -38,23 +87,16 @@ export function rateLimit(
   options: RateLimitOptions,
   clock: Clock,
 ): MiddlewareHandler<{ Variables: { ownerId: string } }> {
-  const buckets = new Map<string, Bucket>();
-  const perMs = options.perSecond / 1000;
+  const table = createBucketTable(options);
   return async (c, next) => {
-    const ownerId = c.get('ownerId');
-    const now = clock.now();
-    let bucket = buckets.get(ownerId);
-    if (bucket === undefined) buckets.set(ownerId, (bucket = { tokens: options.burst, at: now }));
-    bucket.tokens = Math.min(options.burst, bucket.tokens + (now - bucket.at) * perMs);
-    bucket.at = now;
-    if (bucket.tokens < 1) {
-      c.header('Retry-After', String(Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000))));
+    const waitMs = table.take(c.get('ownerId'), clock.now());
+    if (waitMs > 0) {
+      c.header('Retry-After', String(Math.max(1, Math.ceil(waitMs / 1000))));
       throw new HttpError(
         'rate_limited',
         `expected at most ${options.perSecond} requests per second per owner (bursts of ${options.burst}); retry later`,
       );
     }
-    bucket.tokens -= 1;
     await next();
   };
 }
