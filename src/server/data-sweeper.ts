@@ -42,6 +42,8 @@ export interface DataSweeperOptions {
   readonly skip?: (key: SessionKey) => boolean;
   /** Receives a failing sweep's error (the next sweep tries again). */
   readonly reportError: (error: unknown) => void;
+  /** Receives the report of every sweep that expired or purged something. */
+  readonly onSwept?: (report: SweepReport) => void;
 }
 
 /** What one sweep did. */
@@ -137,6 +139,9 @@ export function createDataSweeper(options: DataSweeperOptions): DataSweeper {
     })();
     current = next;
     void next
+      .then((report) => {
+        if (report.expired > 0 || report.purged > 0) options.onSwept?.(report);
+      })
       .catch((error: unknown) => options.reportError(error))
       .finally(() => {
         if (current === next) current = undefined;

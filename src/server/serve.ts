@@ -305,6 +305,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         options.retentionDays === undefined ? undefined : options.retentionDays * 86_400_000,
       skip: (key) => service?.isSettling(key) === true,
       reportError,
+      onSwept: ({ expired, purged, steps }) =>
+        log(
+          `runplane serve: sweep: ${expired} session(s) expired (--retention-days), ${purged} purged (${steps} delete steps)`,
+        ),
     });
     sweeper = sweep;
     service = createServiceApp({

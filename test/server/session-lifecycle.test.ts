@@ -178,12 +178,14 @@ describe('DELETE /api/sessions/:id', () => {
     expect((await t.request('GET', `/api/sessions/${id}`)).status).toBe(404);
     expect(t.service.isSettling({ ownerId: 'alice', sessionId: id })).toBe(true);
     expect(deleted).toEqual([]);
+    const swept: unknown[] = [];
     sweeper = createDataSweeper({
       purge: t.sessionPurge(),
       sessions: t.sessions,
       clock: t.clock,
       skip: (key) => t?.service.isSettling(key) === true,
       reportError: (error) => t?.reported.push(error),
+      onSwept: (report) => swept.push(report),
     });
     expect(await sweeper.sweep()).toEqual({ expired: 0, purged: 0, steps: 0 });
     expect(rowsOf(t, id).runs).toBe(1);
@@ -194,6 +196,8 @@ describe('DELETE /api/sessions/:id', () => {
     expect(deleted).toEqual([id]);
     expect((await sweeper.sweep()).purged).toBe(1);
     expect(rowsOf(t, id)).toEqual(none);
+    // Only the sweep that did something was reported (serve logs it).
+    expect(swept).toEqual([{ expired: 0, purged: 1, steps: expect.any(Number) as number }]);
   });
 
   it("is 404 for another owner's session and leaves it alone", async () => {
