@@ -17,6 +17,7 @@ import { createMemoryIdempotencyKeys, type IdempotencyKeys } from '../stores/ide
 import type { SessionRecords } from '../stores/session-records.js';
 import type { Authenticate } from './auth.js';
 import { chatPageHtml } from './chat-page.js';
+import { pageSecurityPolicy, securityHeaders } from './middleware/security-headers.js';
 import { HttpError, toHttpError } from './http-error.js';
 import { bearerAuth } from './middleware/bearer-auth.js';
 import { bodyReadDeadline, bodySizeLimit } from './middleware/body-limits.js';
@@ -128,6 +129,8 @@ export interface Service {
 
 /** How long an `Idempotency-Key` and its first answer are kept, in ms (24 h). */
 const idempotencyKeyTtlMs = 24 * 3_600_000;
+/** The chat page's Content-Security-Policy (its inline script and style by hash). */
+const chatPagePolicy = pageSecurityPolicy(chatPageHtml);
 /** How long a key claimed by a request of another (or a dead) process stays claimed, in ms. */
 const idempotencyLockMs = 30_000;
 
@@ -267,8 +270,9 @@ export function createServiceApp(options: ServiceOptions): Service {
     );
   });
 
+  app.use(securityHeaders());
   app.use(bodyReadDeadline(bodyTimeoutMs));
-  app.get('/', (c) => c.html(chatPageHtml));
+  app.get('/', (c) => c.html(chatPageHtml, 200, { 'content-security-policy': chatPagePolicy }));
   // The page holds no data; the stream is owner-scoped and behind the /api auth below.
   if (options.timeline !== undefined) app.route('/', inspectPageRoutes());
   app.get('/healthz', (c) =>

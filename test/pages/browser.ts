@@ -107,6 +107,22 @@ export function outsideViewport(page: Page): Promise<string[]> {
   });
 }
 
+/**
+ * Records what the page's Content-Security-Policy refused from now on (Chromium reports each as
+ * a console error, and the document fires `securitypolicyviolation`).
+ *
+ * @returns the list the refusals are pushed to, as `directive: blocked URI or 'inline'`
+ */
+export function recordPolicyViolations(page: Page): string[] {
+  const refused: string[] = [];
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) {
+      refused.push(message.text());
+    }
+  });
+  return refused;
+}
+
 /** Saves a screenshot under test-artifacts/pages, to look at. */
 export async function shoot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });

@@ -13,6 +13,7 @@ import {
   axeViolations,
   blocking,
   outsideViewport,
+  recordPolicyViolations,
   shoot,
   skipBrowser,
   usePageServer,
@@ -262,8 +263,25 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
         const page = await pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme });
         // The session id is kept in localStorage: this tab reopens the session with every end.
         await page.addInitScript((id) => localStorage.setItem('runplane.session', id), endsSession);
+        const refused = recordPolicyViolations(page);
         await open(page);
         await page.waitForSelector('article.turn');
+        // The page runs under its own policy (inline script and style by hash) and breaks none of it.
+        expect(refused, `${colorScheme} ${width}`).toEqual([]);
+        if (width === 360 && colorScheme === 'dark') {
+          // ...while a script that got into the document anyway does not run.
+          const ran = await page.evaluate(async () => {
+            const script = document.createElement('script');
+            script.textContent = 'window.injected = true';
+            const blocked = new Promise((resolve) =>
+              document.addEventListener('securitypolicyviolation', resolve, { once: true }),
+            );
+            document.body.append(script);
+            await blocked;
+            return (window as unknown as { injected?: boolean }).injected === true;
+          });
+          expect(ran).toBe(false);
+        }
         expect(await outsideViewport(page), `${colorScheme} ${width}`).toEqual([]);
         expect(blocking(await axeViolations(page)), `${colorScheme} ${width}`).toEqual([]);
         // Every control is in view and big enough to hit.

@@ -16,6 +16,7 @@ import {
   axeViolations,
   blocking,
   outsideViewport,
+  recordPolicyViolations,
   shoot,
   skipBrowser,
   usePageServer,
@@ -215,8 +216,10 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
     for (const colorScheme of ['light', 'dark'] as const) {
       for (const width of [1280, 360]) {
         const page = await pages.browser.newPage({ viewport: { width, height: 720 }, colorScheme });
+        const refused = recordPolicyViolations(page);
         await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
         await page.waitForSelector(`.lane[data-lane-id="${runs.next}"] .name:has-text("Ana")`);
+        expect(refused, `${colorScheme} ${width}`).toEqual([]);
         expect(blocking(await axeViolations(page)), `${colorScheme} ${width}`).toEqual([]);
         expect(await outsideViewport(page), `${colorScheme} ${width}`).toEqual([]);
         const background = await page.evaluate(

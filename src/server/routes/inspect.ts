@@ -9,6 +9,7 @@ import { validator } from 'hono/validator';
 import type { TimelineHub } from '../../inspect/timeline-hub.js';
 import { renderTimelinePage } from '../../inspect/timeline-page.js';
 import { HttpError } from '../http-error.js';
+import { pageSecurityPolicy } from '../middleware/security-headers.js';
 import { streamQuota, type StreamRegistry } from '../middleware/stream-quota.js';
 import type { ServiceEnv } from '../service-env.js';
 
@@ -34,7 +35,8 @@ export function inspectPageRoutes(): Hono<ServiceEnv> {
     liveUrl: '/api/inspect/stream',
     messagesUrl: '/api/sessions/{session}/events',
   });
-  app.get('/inspect', (c) => c.html(page));
+  const policy = pageSecurityPolicy(page);
+  app.get('/inspect', (c) => c.html(page, 200, { 'content-security-policy': policy }));
   return app;
 }
 

@@ -6,6 +6,7 @@
  */
 import { Hono } from 'hono';
 import { nanoid } from 'nanoid';
+import type { EventLog, SessionKey } from '../../events/event-log.js';
 import type { Runtime } from '../../runtime/create-runtime.js';
 import type { SessionRecord, SessionRecords } from '../../stores/session-records.js';
 import { HttpError } from '../http-error.js';
@@ -39,6 +40,22 @@ export interface SessionRoutesOptions {
   readonly onSessionDeleted: (key: { ownerId: string; sessionId: string }) => void;
   /** Marks a session whose runs are settling after its deletion (the sweep leaves it alone). */
   readonly settling: Set<string>;
+}
+
+/** The longest title of a session in the list, in characters (then `…`). */
+const maxTitleChars = 80;
+
+/**
+ * A session's title in the list: its first message's text, on one line, at most
+ * {@link maxTitleChars} characters; `null` before the first message (or once it left the log).
+ */
+async function titleOf(eventLog: EventLog, key: SessionKey): Promise<string | null> {
+  const [first] = await eventLog.read({}, key, { after: 0, limit: 1, types: ['user.message'] });
+  const text = first?.payload?.text;
+  if (typeof text !== 'string') return null;
+  const line = text.replace(/\s+/g, ' ').trim();
+  const chars = Array.from(line);
+  return chars.length <= maxTitleChars ? line : `${chars.slice(0, maxTitleChars - 1).join('')}…`;
 }
 
 /**
@@ -104,19 +121,25 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     },
   );
 
-  app.get('/api/sessions', (c) => {
+  app.get('/api/sessions', async (c) => {
     const { after, limit } = parseSessionListQuery(c.req.queries());
     const ownerId = c.get('ownerId');
     const page = sessions.list(ownerId, { after, limit: limit + 1 });
     const shown = page.slice(0, limit);
     const last = shown.at(-1);
     return c.json({
-      sessions: shown.map((session) => ({
-        session_id: session.sessionId,
-        created_at: session.createdAt,
-        updated_at: session.updatedAt,
-        last_seq: runtime.eventLog.lastSeq({}, { ownerId, sessionId: session.sessionId }),
-      })),
+      sessions: await Promise.all(
+        shown.map(async (session) => {
+          const key = { ownerId, sessionId: session.sessionId };
+          return {
+            session_id: session.sessionId,
+            created_at: session.createdAt,
+            updated_at: session.updatedAt,
+            last_seq: runtime.eventLog.lastSeq({}, key),
+            title: await titleOf(runtime.eventLog, key),
+          };
+        }),
+      ),
       next_after: page.length > limit && last !== undefined ? toSessionCursor(last) : null,
       has_more: page.length > limit,
     });
