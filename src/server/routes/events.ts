@@ -38,6 +38,9 @@ export function eventRoutes(options: EventRoutesOptions): Hono<ServiceEnv> {
     findSession(options.sessions),
     jsonBody(),
     options.idempotent,
+    // Again, once the body is in: the session may have been deleted (or its settings changed)
+    // while the body was on its way, and a deleted session must never get a new run.
+    findSession(options.sessions),
     (c) => {
       const events = parseEventBatch(c.get('body'));
       return c.json({ results: applySessionEvents(options, c.get('session'), events) });
