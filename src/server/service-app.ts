@@ -204,8 +204,9 @@ export function createServiceApp(options: ServiceOptions): Service {
   const reportError =
     options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
   const streams = createStreamRegistry(maxStreamsPerOwner);
+  const idempotencyKeys = options.idempotencyKeys ?? createMemoryIdempotencyKeys();
   const idempotent = idempotency({
-    store: options.idempotencyKeys ?? createMemoryIdempotencyKeys(),
+    store: idempotencyKeys,
     clock: runtime.clock,
     ttlMs: idempotencyKeyTtlMs,
     lockMs: idempotencyLockMs,
@@ -300,6 +301,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       defaultGraceMs,
       isDraining,
       idempotent,
+      idempotencyKeys,
       maxSessionsPerOwner: options.maxSessionsPerOwner ?? 10_000,
       defaultApprovalTimeoutMs: approvalTimeoutMs,
       onSessionDeleted: options.onSessionDeleted ?? (() => {}),

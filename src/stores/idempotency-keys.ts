@@ -58,6 +58,11 @@ export interface IdempotencyKeys {
   complete(ownerId: string, key: string, answer: StoredAnswer): void;
   /** Forgets a claimed key whose request applied nothing (a 4xx) or failed. */
   release(ownerId: string, key: string): void;
+  /**
+   * Forgets the answered keys of every request about a session (the create that made it
+   * included), so that none replays an answer about it once it is deleted.
+   */
+  forgetSession(ownerId: string, sessionId: string): void;
 }
 
 interface Entry {
@@ -114,6 +119,13 @@ export function createMemoryIdempotencyKeys(): IdempotencyKeys {
     release(ownerId, key) {
       const keys = owners.get(ownerId);
       keys?.delete(key);
+      if (keys?.size === 0) owners.delete(ownerId);
+    },
+    forgetSession(ownerId, sessionId) {
+      const keys = owners.get(ownerId);
+      for (const [key, entry] of keys ?? []) {
+        if (entry.answer?.sessionId === sessionId) keys?.delete(key);
+      }
       if (keys?.size === 0) owners.delete(ownerId);
     },
   };

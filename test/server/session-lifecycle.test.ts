@@ -61,6 +61,7 @@ describe('GET /api/sessions', () => {
           'created_at',
           'updated_at',
           'last_seq',
+          'title',
         ]);
         seen.push(session.session_id as string);
       }
@@ -75,6 +76,14 @@ describe('GET /api/sessions', () => {
       sessions: unknown[];
     };
     expect(bob.sessions).toHaveLength(1);
+    // A session's title is its first message, on one line, cut at 80 characters.
+    await t.send(ids[4] ?? '', `  What is\n\n${'very '.repeat(30)}long?  `);
+    await t.send(ids[4] ?? '', 'a second message');
+    const titled = (await t.json(await t.request('GET', '/api/sessions?limit=2'))) as {
+      sessions: Array<{ title: string | null }>;
+    };
+    const title = `What is ${'very '.repeat(30)}long?`.slice(0, 79) + '…';
+    expect(titled.sessions.map((s) => s.title)).toEqual([title, null]);
   });
 });
 
@@ -144,6 +153,15 @@ describe('DELETE /api/sessions/:id', () => {
       sessions: Array<{ session_id: string }>;
     };
     expect(list.sessions.map((s) => s.session_id)).toEqual([other]);
+    // Its keys went with the DELETE, before any purge: the create retried makes a new session.
+    expect(rowsOf(t, id).keys).toBe(0);
+    const retried = await t.request('POST', '/api/sessions', {
+      body: {},
+      headers: { 'idempotency-key': 'create-1' },
+    });
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(((await retried.json()) as { session_id: string }).session_id).not.toBe(id);
 
     // The data goes with the sweep (here run by hand, as `runplane serve` does on the kick).
     const purge = t.sessionPurge();

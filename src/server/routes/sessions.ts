@@ -8,6 +8,7 @@ import { Hono } from 'hono';
 import { nanoid } from 'nanoid';
 import type { EventLog, SessionKey } from '../../events/event-log.js';
 import type { Runtime } from '../../runtime/create-runtime.js';
+import type { IdempotencyKeys } from '../../stores/idempotency-keys.js';
 import type { SessionRecord, SessionRecords } from '../../stores/session-records.js';
 import { HttpError } from '../http-error.js';
 import { findSession } from '../middleware/find-session.js';
@@ -29,6 +30,8 @@ export interface SessionRoutesOptions {
   readonly isDraining: () => boolean;
   /** The `Idempotency-Key` middleware (see `middleware/idempotency.ts`). */
   readonly idempotent: ReturnType<typeof idempotency>;
+  /** The keys it keeps (a deleted session's are forgotten at once). */
+  readonly idempotencyKeys: IdempotencyKeys;
   /** Sessions one owner may have; one more is 429 `too_many_sessions`. */
   readonly maxSessionsPerOwner: number;
   /** The approval timeout of a session that sets none, in ms. */
@@ -153,6 +156,8 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     if (!sessions.markDeleted(ownerId, sessionId, clock.now())) {
       throw new HttpError('not_found', `session ${JSON.stringify(sessionId)} was not found`);
     }
+    // At once, not with the purge: a create retried with its key now makes a new session.
+    options.idempotencyKeys.forgetSession(ownerId, sessionId);
     const key = { ownerId, sessionId };
     const settlingKey = JSON.stringify([ownerId, sessionId]);
     options.settling.add(settlingKey);

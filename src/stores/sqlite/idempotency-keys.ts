@@ -78,6 +78,9 @@ export function createSqliteIdempotencyKeys(options: {
     `DELETE FROM runplane_idempotency_keys WHERE (owner_id, key) IN (
        SELECT owner_id, key FROM runplane_idempotency_keys WHERE created_at <= ? LIMIT ?)`,
   );
+  const forgetSession = db.prepare<[string, string]>(
+    'DELETE FROM runplane_idempotency_keys WHERE owner_id = ? AND session_id = ?',
+  );
   const read = db.prepare<[string, string], KeyRow>(
     `SELECT fingerprint, locked_until, status, body FROM runplane_idempotency_keys
      WHERE owner_id = ? AND key = ?`,
@@ -138,6 +141,9 @@ export function createSqliteIdempotencyKeys(options: {
     },
     release(ownerId, key) {
       attempt('release', () => remove.run(ownerId, key));
+    },
+    forgetSession(ownerId, sessionId) {
+      attempt('forgetSession', () => forgetSession.run(ownerId, sessionId));
     },
   };
 }
