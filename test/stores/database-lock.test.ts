@@ -39,6 +39,23 @@ describe('lockSqliteDatabase', () => {
     expect(second.path).toBe(first.path);
     second.release();
   });
+
+  it('meets the same lock through a symlink whose target is not created yet, either way round', () => {
+    for (const linkFirst of [true, false]) {
+      const dir = scratch();
+      const db = join(dir, 'data', 'app.db'); // neither the file nor its directory exists
+      const link = relative(
+        process.cwd(),
+        symlinkAt(join('data', 'app.db'), join(dir, 'alias.db')),
+      );
+      const first = lockSqliteDatabase(linkFirst ? link : db);
+      expect(() => lockSqliteDatabase(linkFirst ? db : link)).toThrow(
+        /in use by another runplane serve/,
+      );
+      expect(first.path).toBe(`${db}.lock`);
+      first.release();
+    }
+  });
 });
 
 function symlinkAt(target: string, path: string): string {

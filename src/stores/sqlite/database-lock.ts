@@ -9,28 +9,44 @@
  *
  * @module
  */
-import { mkdirSync, realpathSync } from 'node:fs';
+import { lstatSync, mkdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { RunplaneError } from '../../errors.js';
 
+/** Symbolic links followed at most, as the kernel's own limit (ELOOP). */
+const maxLinks = 40;
+
 /**
  * The one name of a database file however it is reached (relative, `..`, a symlink to the file
- * or to a directory on its path), so every server that opens it takes the same lock. A hard
- * link is another name of the file that no path resolution reveals (README, limits).
+ * or to a directory on its path, a symlink to a file not created yet), so every server that
+ * opens it takes the same lock. A hard link is another name of the file that no path
+ * resolution reveals (README, limits).
  */
 function canonicalPath(databasePath: string): string {
-  try {
-    return realpathSync(databasePath);
-  } catch {
-    // Not created yet: its directory may still be reached through a link.
-    const dir = dirname(resolve(databasePath));
+  let path = resolve(databasePath);
+  for (let links = 0; links < maxLinks; links++) {
     try {
-      return join(realpathSync(dir), basename(databasePath));
+      return realpathSync(path);
     } catch {
-      return resolve(databasePath);
+      // Not created yet. It may be a dangling link (SQLite creates its target); its directory
+      // may be reached through links.
+      let dir = dirname(path);
+      try {
+        dir = realpathSync(dir);
+      } catch {
+        return path;
+      }
+      const name = join(dir, basename(path));
+      try {
+        if (!lstatSync(name).isSymbolicLink()) return name;
+      } catch {
+        return name;
+      }
+      path = resolve(dir, readlinkSync(name));
     }
   }
+  return path;
 }
 
 /** A held lock; `release()` frees it (idempotent). */
