@@ -28,6 +28,7 @@ export type HttpErrorCode =
   | 'idempotency_key_in_progress'
   | 'too_many_idempotency_keys'
   | 'too_many_sessions'
+  | 'too_many_runs'
   | 'rate_limited'
   | 'shutting_down'
   | 'store_failed'
@@ -65,6 +66,7 @@ export const statusOfCode: Readonly<
   idempotency_key_in_progress: 409,
   too_many_idempotency_keys: 429,
   too_many_sessions: 429,
+  too_many_runs: 429,
   rate_limited: 429,
   shutting_down: 503,
   store_failed: 500,

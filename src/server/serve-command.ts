@@ -30,6 +30,8 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --max-sessions-per-owner <n>  sessions per owner         RUNPLANE_MAX_SESSIONS_PER_OWNER (default 10000)
   --max-running-runs-per-owner <n>  running runs per owner; more wait, owners take turns
                                                              RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER (default 8)
+  --max-unfinished-runs-per-owner <n>  runs not yet ended per owner (running or waiting)
+                                                             RUNPLANE_MAX_UNFINISHED_RUNS_PER_OWNER (default 1000)
   --max-concurrent-runs <n> running runs, all owners        RUNPLANE_MAX_CONCURRENT_RUNS (default unlimited)
   --rate-limit <n>          requests per second per owner    RUNPLANE_RATE_LIMIT (default 50; 0: no limit)
   --rate-burst <n>          requests at once per owner       RUNPLANE_RATE_BURST (default 200)
@@ -98,6 +100,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'retention-days': { type: 'string' },
       'max-sessions-per-owner': { type: 'string' },
       'max-running-runs-per-owner': { type: 'string' },
+      'max-unfinished-runs-per-owner': { type: 'string' },
       'max-concurrent-runs': { type: 'string' },
       'rate-limit': { type: 'string' },
       'rate-burst': { type: 'string' },
@@ -208,6 +211,12 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     maxRunningRunsPerOwner: integer(
       'max-running-runs-per-owner',
       pick('max-running-runs-per-owner', 'RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER'),
+      1,
+      1_000_000,
+    ),
+    maxUnfinishedRunsPerOwner: integer(
+      'max-unfinished-runs-per-owner',
+      pick('max-unfinished-runs-per-owner', 'RUNPLANE_MAX_UNFINISHED_RUNS_PER_OWNER'),
       1,
       1_000_000,
     ),

@@ -111,6 +111,8 @@ export interface ServeOptions {
    * slots). @default 8
    */
   readonly maxRunningRunsPerOwner?: number;
+  /** Runs of one owner not yet ended, running or waiting (429 `too_many_runs` beyond). @default 1000 */
+  readonly maxUnfinishedRunsPerOwner?: number;
   /** Runs running at once across all owners; more wait. @default unlimited */
   readonly maxConcurrentRuns?: number;
   /** Requests per second one owner may sustain (429 `rate_limited` beyond); 0 turns the limit off. @default 50 */
@@ -326,6 +328,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       reportError,
       timeline,
       maxSessionsPerOwner: options.maxSessionsPerOwner,
+      maxUnfinishedRunsPerOwner: options.maxUnfinishedRunsPerOwner,
       rateLimit:
         options.rateLimitPerSecond === 0
           ? undefined

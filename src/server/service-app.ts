@@ -33,6 +33,7 @@ import { streamRoutes } from './routes/stream.js';
 import type { TimelineHub } from '../inspect/timeline-hub.js';
 
 export { toRecordOutcome } from './session-events.js';
+import { OwnerRunCount } from './session-events.js';
 
 /** Options of {@link createServiceApp}. */
 export interface ServiceOptions {
@@ -65,6 +66,11 @@ export interface ServiceOptions {
   readonly maxStreamsPerOwner?: number;
   /** Hints (`user.supplement`) that may wait in one session; one more is 429 `too_many_hints`. @default 100 */
   readonly maxPendingHints?: number;
+  /**
+   * Runs of one owner not yet ended (running or waiting, across its sessions); one more
+   * `user.message` is 429 `too_many_runs`. @default 1000
+   */
+  readonly maxUnfinishedRunsPerOwner?: number;
   /** Total budget of each run, queue time included, in ms. @default none */
   readonly runTimeoutMs?: number;
   /** `grace_ms` of a new session that names none, in ms. @default 5000 */
@@ -152,6 +158,7 @@ const serviceOptionsSchema = z.object({
   bodyTimeoutMs: positiveInt.optional(),
   maxStreamsPerOwner: positiveInt.optional(),
   maxPendingHints: positiveInt.optional(),
+  maxUnfinishedRunsPerOwner: positiveInt.optional(),
   maxIdempotencyKeysPerOwner: positiveInt.optional(),
   runTimeoutMs: positiveInt.optional(),
   maxSessionsPerOwner: positiveInt.optional(),
@@ -316,6 +323,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       runs,
       sessions,
       maxPendingHints,
+      unfinishedRuns: new OwnerRunCount(options.maxUnfinishedRunsPerOwner ?? 1_000),
       runTimeoutMs: options.runTimeoutMs,
       isDraining,
       reportError,

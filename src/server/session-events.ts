@@ -30,12 +30,40 @@ export interface SessionEventsContext {
   readonly runs: RunRecords;
   /** Hints (`user.supplement`) that may wait in one session. */
   readonly maxPendingHints: number;
+  /** Runs of one owner not yet ended, counted; one more `user.message` is 429 `too_many_runs`. */
+  readonly unfinishedRuns: OwnerRunCount;
   /** Total budget of each run, queue time included, in ms; none when undefined. */
   readonly runTimeoutMs: number | undefined;
   /** Whether the service is shutting down (then a `user.message` is refused). */
   readonly isDraining: () => boolean;
   /** Receives a store failure that happens after the answer (recording an outcome). */
   readonly reportError: (error: unknown) => void;
+}
+
+/**
+ * Runs per owner that have not ended: what bounds the memory one owner's waiting runs take
+ * (each session holds at most `maxQueuedRuns`, but an owner has many sessions).
+ */
+export class OwnerRunCount {
+  readonly #counts = new Map<string, number>();
+
+  /** @param max - the most runs of one owner not yet ended */
+  constructor(readonly max: number) {}
+
+  /** Whether `ownerId` may have one more. */
+  hasRoom(ownerId: string): boolean {
+    return (this.#counts.get(ownerId) ?? 0) < this.max;
+  }
+
+  add(ownerId: string): void {
+    this.#counts.set(ownerId, (this.#counts.get(ownerId) ?? 0) + 1);
+  }
+
+  remove(ownerId: string): void {
+    const left = (this.#counts.get(ownerId) ?? 1) - 1;
+    if (left > 0) this.#counts.set(ownerId, left);
+    else this.#counts.delete(ownerId);
+  }
 }
 
 /** The answer to one event of a batch (`{ type, result, ... }`), in API spelling. */
@@ -200,6 +228,15 @@ function applyMessage(
       { results },
     );
   if (isRefusedAsBusy(runtime, key, strategy)) throw busy();
+  const unfinished = context.unfinishedRuns;
+  if (!unfinished.hasRoom(ownerId)) {
+    throw new HttpError(
+      'too_many_runs',
+      `expected at most ${unfinished.max} runs per owner not yet ended; wait for some to end, or cancel them`,
+      { event_index: index },
+      { results },
+    );
+  }
   let run: AgentRun<unknown>;
   try {
     run = runtime.prepare({
@@ -238,7 +275,9 @@ function applyMessage(
     run.cancel({ reason: 'the store failed before the run started' });
     throw error;
   }
+  unfinished.add(ownerId);
   void run.termination.then((outcome) => {
+    unfinished.remove(ownerId);
     try {
       runs.finish(run.id, toRecordOutcome(outcome), runtime.clock.now());
     } catch (error) {

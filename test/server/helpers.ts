@@ -45,6 +45,7 @@ export interface TestServiceOptions {
   /** Serve the live timeline (`/inspect`) from this hub. */
   readonly timeline?: TimelineHub;
   readonly maxSessionsPerOwner?: number;
+  readonly maxUnfinishedRunsPerOwner?: number;
   readonly rateLimit?: { perSecond: number; burst: number };
   readonly approvalTimeoutMs?: number;
   readonly onSessionDeleted?: (key: { ownerId: string; sessionId: string }) => void;
@@ -103,6 +104,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     reportError: (error) => reported.push(error),
     timeline: options.timeline,
     maxSessionsPerOwner: options.maxSessionsPerOwner,
+    maxUnfinishedRunsPerOwner: options.maxUnfinishedRunsPerOwner,
     rateLimit: options.rateLimit,
     approvalTimeoutMs: options.approvalTimeoutMs,
     onSessionDeleted: options.onSessionDeleted,

@@ -52,6 +52,30 @@ describe('request rate per owner', () => {
   });
 });
 
+describe('runs per owner not yet ended', () => {
+  it('answers 429 too_many_runs past the cap, across sessions; another owner is not counted; an end frees a place', async () => {
+    const gate = gatedAgent<{ reply: string }>();
+    t = createTestService({ agent: gate.agent, maxUnfinishedRunsPerOwner: 3 });
+    const one = await t.createSession();
+    const two = await t.createSession();
+    const first = await t.send(one, 'a');
+    await t.send(one, 'b'); // waits behind the first
+    await t.send(two, 'c');
+    const refused = await t.post(two, [{ type: 'user.message', payload: { text: 'd' } }]);
+    expect(refused.status).toBe(429);
+    expect(refused.body.error).toMatchObject({ code: 'too_many_runs', event_index: 0 });
+    const bob = await t.createSession({}, BOB);
+    const sent = await t.post(bob, [{ type: 'user.message', payload: { text: 'hi' } }], BOB);
+    expect(sent.status).toBe(200);
+    await gate.started(first);
+    gate.complete(first, { reply: 'done' });
+    await t.waitForEvent(one, (e) => e.type === 'run.completed');
+    expect((await t.post(two, [{ type: 'user.message', payload: { text: 'd' } }])).status).toBe(
+      200,
+    );
+  });
+});
+
 describe('running runs per owner', () => {
   /** Alice's sessions, one message each; returns the run ids. */
   async function flood(service: ReturnType<typeof createTestService>, sessions: number) {
