@@ -23,7 +23,7 @@ export interface HistoryPolicy {
    */
   readonly maxRequestTokens?: number;
   /**
-   * A tool result longer than this many tokens is cut to it, ending with the marker
+   * A tool result longer than this many tokens is cut to it, the closing marker included:
    * `[… truncated by runplane: N of M tokens kept]`. A positive integer. @default 4000
    */
   readonly maxToolResultTokens?: number;
@@ -87,21 +87,51 @@ const messageOverheadTokens = 4;
 const summaryExcerptChars = 120;
 
 /**
- * Estimates the tokens of a text without a tokenizer: a quarter of its ASCII characters plus
- * one per other character (BPE tokenizers spend about four ASCII characters a token, and about
- * one token or more on a CJK character), so the estimate errs high rather than low.
+ * The pieces a BPE tokenizer tends to keep apart: a word (split where a capital starts one), up
+ * to three digits, a run of whitespace, a run of ASCII punctuation, any other character.
+ */
+const pieces = /[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d{1,3}|\s+|[!-/:-@[-`{-~]+|[^\sA-Za-z\d]/gu;
+
+const isAsciiLetter = (code: number) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122);
+const isDigit = (code: number) => code >= 48 && code <= 57;
+const isSpace = (code: number) => code === 32 || (code >= 9 && code <= 13);
+
+/**
+ * Estimates the tokens of a text without a tokenizer, piece by piece as a BPE tokenizer splits
+ * it: a word costs a token per five letters (at least one), split at each capital; up to three
+ * digits, one; a single space before a word, nothing (it joins the word), other whitespace a
+ * token per four characters; ASCII punctuation a token per two characters; any other character
+ * one, and three outside the Basic Multilingual Plane (an emoji).
+ *
+ * @remarks Measured against OpenAI's `o200k_base` and `cl100k_base` (the larger count of the
+ * two; `test/agent/history-policy.test.ts` keeps the samples): UUIDs, hex, digits, numbers,
+ * CJK, German and JSON are within 10 %; English prose, URLs and emoji are overestimated by
+ * 20–30 %, code by up to 70 %, Cyrillic about threefold; random base64 is the worst case,
+ * underestimated by about 25 %. Pass an exact counter as {@link HistoryPolicy.countTokens}
+ * for a tight budget.
  *
  * @param text - any text
  * @returns the estimated number of tokens, at least 0
  */
 export function estimateTokens(text: string): number {
-  let ascii = 0;
-  let other = 0;
-  for (let i = 0; i < text.length; i++) {
-    if (text.charCodeAt(i) < 128) ascii++;
-    else other++;
+  let tokens = 0;
+  for (const match of text.matchAll(pieces)) {
+    const piece = match[0];
+    const code = piece.charCodeAt(0);
+    if (isAsciiLetter(code)) {
+      tokens += Math.ceil(piece.length / 5);
+    } else if (isDigit(code)) {
+      tokens += 1;
+    } else if (isSpace(code)) {
+      const joinsWord = piece === ' ' && isAsciiLetter(text.charCodeAt(match.index + 1));
+      if (!joinsWord) tokens += Math.ceil(piece.length / 4);
+    } else if (code < 128) {
+      tokens += Math.ceil(piece.length / 2);
+    } else {
+      tokens += piece.length === 2 ? 3 : 1; // a surrogate pair: outside the BMP
+    }
   }
-  return Math.ceil(ascii / 4) + other;
+  return tokens;
 }
 
 /** What {@link fitRequest} did to one request. */
@@ -162,6 +192,7 @@ export function fitRequest(
       ...message,
       content: `[… tool result left out by runplane to fit the context: ${count(message.content)} tokens]`,
     };
+    if (costOf(stub) >= costOf(message)) continue; // a short result stays: its stub would cost more
     fixed += costOf(stub) - costOf(message);
     current[i] = stub;
     truncatedResults++;
@@ -229,15 +260,18 @@ function truncateToolResult(
 ): ToolMessage {
   const total = count(message.content);
   if (total <= maxTokens) return message;
-  let chars = Math.floor((message.content.length * maxTokens) / total);
+  const marker = (kept: number) => `\n[… truncated by runplane: ${kept} of ${total} tokens kept]`;
+  // The marker is part of the result: the head gets what it leaves of `maxTokens`.
+  const room = Math.max(0, maxTokens - count(marker(total)));
+  let chars = Math.floor((message.content.length * room) / total);
   let head = sliceWhole(message.content, chars);
-  while (chars > 0 && count(head) > maxTokens) {
+  while (chars > 0 && count(head) > room) {
     chars = Math.floor(chars * 0.9);
     head = sliceWhole(message.content, chars);
   }
   return {
     ...message,
-    content: `${head}\n[… truncated by runplane: ${count(head)} of ${total} tokens kept]`,
+    content: `${head}${marker(count(head))}`,
   };
 }
 
@@ -251,7 +285,9 @@ function summarize(
   count: (text: string) => number,
 ): ChatMessage | undefined {
   const excerpt = (text: string) =>
-    text.length <= summaryExcerptChars ? text : `${text.slice(0, summaryExcerptChars).trimEnd()}…`;
+    text.length <= summaryExcerptChars
+      ? text
+      : `${sliceWhole(text, summaryExcerptChars).trimEnd()}…`;
   const header = `Summary of the ${turns.length} earliest turn(s) of this conversation, left out to fit the model's context:`;
   const lines: string[] = [];
   let used = messageOverheadTokens + count(header);
