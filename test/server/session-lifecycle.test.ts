@@ -226,6 +226,24 @@ describe('DELETE /api/sessions/:id', () => {
   });
 });
 
+describe('a purge step', () => {
+  it('deletes about a megabyte of big events at most, however many rows the batch allows', async () => {
+    t = createTestService();
+    const id = await t.createSession();
+    const key = { ownerId: 'alice', sessionId: id };
+    const big = 'x'.repeat(100_000);
+    for (let i = 0; i < 30; i++)
+      t.sqliteLog.append({}, key, { type: 'note', payload: { big }, at: 0 });
+    expect((await t.request('DELETE', `/api/sessions/${id}`)).status).toBe(204);
+    const purge = t.sessionPurge();
+    const left: number[] = [];
+    while (!purge.purgeStep(key, 500)) left.push(rowsOf(t, id).events);
+    // 100 KB rows: the eleventh starts before the megabyte is reached and is the last of a step.
+    expect(left.slice(0, 3)).toEqual([19, 8, 0]);
+    expect(rowsOf(t, id)).toEqual(none);
+  });
+});
+
 describe('the background sweep', () => {
   /**
    * A sweep held between its steps: each yield waits for the test. `next()` resolves `true`
