@@ -34,7 +34,11 @@ export function logStatusChange(
         : { reason: 'completed' },
     );
   } else if (to === 'FAILED') {
-    append('run.failed', { error: describeError(error) });
+    const code = codeOf(error);
+    append(
+      'run.failed',
+      code === undefined ? { error: describeError(error) } : { error: describeError(error), code },
+    );
   } else if (to === 'CANCELLED') {
     append('run.cancelled', {
       cause: context.cause ?? context.cancel?.cause ?? 'cancel',
@@ -42,6 +46,16 @@ export function logStatusChange(
       reason: context.cancel?.reason ?? null,
       initiator: cancelInitiatorOf(context),
     });
+  }
+}
+
+/** The stable `code` of what an agent threw (a `RunplaneError`'s, say), if it has a string one. */
+function codeOf(error: unknown): string | undefined {
+  try {
+    const code = (error as { code?: unknown } | null)?.code;
+    return typeof code === 'string' ? code : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -77,6 +77,13 @@ export function describeRunEnd(
         reason: `The server stopped while this reply was being written (${error}).`,
       };
     }
+    if (payload.code === 'CONTEXT_OVER_BUDGET') {
+      return {
+        outcome: 'failed',
+        label: 'Too long',
+        reason: `This message is too long for the model's context; send a shorter one (${error}).`,
+      };
+    }
     return { outcome: 'failed', label: 'Failed', reason: `The agent failed: ${error}` };
   }
   if (type !== 'run.cancelled') return undefined;

@@ -41,6 +41,10 @@ describe('describeRunEnd: how the chat page words the end of a run', () => {
       'Cancelled',
     ]);
     expect(outcome('run.failed', { error: 'boom' })).toEqual(['failed', 'Failed']);
+    expect(outcome('run.failed', { error: 'long', code: 'CONTEXT_OVER_BUDGET' })).toEqual([
+      'failed',
+      'Too long',
+    ]);
     expect(outcome('run.failed', { error: 'gone', cause: 'crashed' })).toEqual([
       'crashed',
       'Crashed',
