@@ -251,7 +251,7 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    * `session.run_started` (`item_ids`), as the HTTP service's loop sessions do. Called when the
    * turn's run starts; a throw fails the turn's start (the loop exits with it). @default none
    */
-  itemIdOf?(item: TItem): string;
+  readonly itemIdOf?: (item: TItem) => string;
   /**
    * An XState inspection observer for the loop and its turns, in addition to the runtime's
    * (`createRuntime({ inspect })`), which every loop inherits: do not pass the runtime's again,

@@ -35,7 +35,8 @@ function createGatedAgent() {
             try {
               ctx.safePoint('afterChatModel', { input });
             } catch (error) {
-              reject(error as Error); // a safe-point cancel landed: the run ends here
+              // A safe-point cancel landed: the run ends here.
+              reject(error instanceof Error ? error : new Error(String(error)));
             }
           },
         });
