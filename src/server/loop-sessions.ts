@@ -11,7 +11,7 @@
  */
 import { nanoid } from 'nanoid';
 import { CancelMode } from '../../machines/cancel-request.js';
-import { TurnCancelledError } from '../errors.js';
+import { ShuttingDownError, TurnCancelledError } from '../errors.js';
 import type { SessionKey } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -180,6 +180,8 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     if (host.stopping) return;
     const cancelled = exit.exitReason instanceof TurnCancelledError;
     if (exit.exitReason !== undefined && !cancelled) reportError(exit.exitReason);
+    // The runtime stops: no turn can start; what is owed stays in the log for the next start.
+    if (exit.exitReason instanceof ShuttingDownError) return;
     // Items sent while the loop exited were refused (late): they go on, after the unhandled.
     const left = [...exit.unhandledItems, ...exit.takeLateItems()];
     if (exit.exitReason === undefined || store === undefined) {
@@ -208,6 +210,20 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     const interrupted = exit.interruptedItems.map((item) => item.itemId);
     const unhandled = [...exit.unhandledItems, ...exit.takeLateItems()].map((i) => i.itemId);
     if (interrupted.length === 0 && unhandled.length === 0) return;
+    try {
+      appendLoopStopped(key, exit, interrupted, unhandled);
+    } catch (error) {
+      // Reported: without this line the next start counts the cut turn as answered.
+      reportError(error);
+    }
+  };
+
+  const appendLoopStopped = (
+    key: SessionKey,
+    exit: TurnLoopExit<LoopItem>,
+    interrupted: string[],
+    unhandled: string[],
+  ) => {
     runtime.eventLog.append({}, key, {
       type: 'session.loop_stopped',
       payload: {

@@ -161,6 +161,18 @@ describe('loop sessions', () => {
     await started(t, id, 2);
   });
 
+  it('a preempting message with no turn running just starts one', async () => {
+    const { t, call } = setUp();
+    const id = await t.createSession({ mode: 'loop' });
+    const urgent = await push(t, id, 'urgent', { preempt: true });
+    const first = await started(t, id, 0);
+    expect(itemIdsOf(first)).toEqual([urgent]);
+    const turn = await call(0);
+    turn.safePoint(); // nothing to preempt: the safe point passes
+    turn.finish();
+    expect((await endOf(t, id, first.runId ?? '')).type).toBe('run.completed');
+  });
+
   it('user.interrupt with run_id cancels exactly that turn; later messages still get a turn', async () => {
     const { t, call } = setUp();
     const id = await t.createSession({ mode: 'loop' });
