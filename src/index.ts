@@ -105,6 +105,8 @@ export type {
   ReActHistoryMode,
   RecoveryInfo,
   ReActResult,
+  ReActResumeInput,
+  ReActSafePointState,
   ReActStopReason,
 } from './agent/react-agent.js';
 export { ContextOverBudgetError, estimateTokens } from './agent/history-policy.js';

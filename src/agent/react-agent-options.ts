@@ -49,6 +49,34 @@ export interface ReActAgentOptions {
    * `{ maxRequestTokens: 24000, maxToolResultTokens: 4000, overflow: 'summary' }`
    */
   readonly historyPolicy?: HistoryPolicy;
+  /**
+   * Safe points while the model streams: `'sentence'` reports one each time the streamed text
+   * completes a sentence (`.`, `!` or `?` before whitespace), as kind `afterChatModel` with the
+   * reply so far in its state, so that a safe-point cancel (a preempt, a graceful stop) lands
+   * between sentences instead of after the whole reply; the reply so far is kept, marked
+   * `cancelled`. `'none'`: only the safe points between steps. @default 'none'
+   */
+  readonly streamSafePoints?: 'none' | 'sentence';
+}
+
+/**
+ * What the agent passes to `ctx.safePoint(kind, state)`: the step, the messages the run added
+ * so far (its user message first), and, at a safe point while streaming, the reply so far.
+ * A TurnLoop keeps it in a mid-turn checkpoint and hands it back through `genResume`.
+ */
+export interface ReActSafePointState {
+  readonly step: number;
+  readonly messages: readonly ChatMessage[];
+  /** The reply streamed so far, at a safe point inside a model call (`streamSafePoints`). */
+  readonly partial?: string | undefined;
+}
+
+/**
+ * The input of a run that resumes a turn cut at a safe point (a TurnLoop's `genResume`):
+ * `{ resume: state }`, with the {@link ReActSafePointState} the cut run reported last.
+ */
+export interface ReActResumeInput {
+  readonly resume: ReActSafePointState;
 }
 
 /** What a {@link ReActOptions.recoveryReply} function is told about the interrupt. */
@@ -119,4 +147,17 @@ export const reactOptionsSchema = z.object({
     .custom<(hint: Hint) => string>((v) => typeof v === 'function', { error: 'a function' })
     .optional(),
   historyPolicy: historyPolicySchema.optional(),
+  streamSafePoints: z.enum(['none', 'sentence'], { error: "one of 'none', 'sentence'" }).optional(),
 });
+
+/** @internal Whether `input` is a {@link ReActResumeInput} (its state's shape checked). */
+export const isResumeInput = (input: unknown): input is ReActResumeInput => {
+  if (typeof input !== 'object' || input === null) return false;
+  const state = (input as { resume?: unknown }).resume;
+  return (
+    typeof state === 'object' &&
+    state !== null &&
+    Number.isInteger((state as ReActSafePointState).step) &&
+    Array.isArray((state as ReActSafePointState).messages)
+  );
+};

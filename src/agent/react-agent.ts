@@ -20,9 +20,12 @@ import { ModelError } from './model-error.js';
 import { fitRequest } from './history-policy.js';
 import {
   defaultRecovery,
+  isResumeInput,
   reactOptionsSchema,
   type ReActAgentOptions,
   type ReActResult,
+  type ReActResumeInput,
+  type ReActSafePointState,
   type ReActStopReason,
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
@@ -33,8 +36,13 @@ export type {
   ReActHistoryMode,
   RecoveryInfo,
   ReActResult,
+  ReActResumeInput,
+  ReActSafePointState,
   ReActStopReason,
 } from './react-agent-options.js';
+
+/** Streamed text that has just completed a sentence: `.`, `!` or `?` (maybe quoted) before whitespace. */
+const sentenceEnd = /[.!?]["')\]]?\s+$/;
 
 const addUsage = (a: ChatUsage, b: ChatUsage | undefined): ChatUsage =>
   b === undefined
@@ -79,14 +87,21 @@ class ReActExecution {
     tools: ReadonlyMap<string, Tool>,
     past: readonly ChatMessage[],
     saveHistory: boolean,
-    input: string,
+    input: string | ReActResumeInput,
   ) {
     this.#options = options;
     this.#ctx = ctx;
     this.#tools = tools;
     this.#past = past;
     this.#saveHistory = saveHistory;
-    this.#produced.push({ role: 'user', content: input });
+    if (typeof input === 'string') {
+      this.#produced.push({ role: 'user', content: input });
+    } else {
+      // A resumed turn: with a session history, the cut run's cancel saved the turn up to its
+      // safe point there (the reply so far marked `cancelled`), so the model continues from it.
+      this.#steps = input.resume.step;
+      if (!saveHistory) this.#produced.push(...input.resume.messages);
+    }
   }
 
   async run(): Promise<ReActResult> {
@@ -223,6 +238,14 @@ class ReActExecution {
           if (chunk.delta !== '') {
             partial.text += chunk.delta;
             ctx.emit('agent.message_delta', { message_id: messageId, step, delta: chunk.delta });
+            if (this.#options.streamSafePoints === 'sentence' && sentenceEnd.test(partial.text)) {
+              const state: ReActSafePointState = {
+                step,
+                messages: [...this.#produced],
+                partial: partial.text,
+              };
+              ctx.safePoint('afterChatModel', state);
+            }
           }
         } else if (chunk.type === 'tool_call') {
           const call = calls.get(chunk.index) ?? { args: '' };
@@ -383,7 +406,14 @@ class ReActExecution {
  * `agent.message`; with tool calls: `agent.tool_use`, `ctx.safePoint('afterChatModel')`, the
  * tools in parallel (approval first when a tool needs it; `agent.tool_result` each),
  * `ctx.safePoint('afterToolCalls')`, next step. Without tool calls the reply is final.
- * After `maxSteps` model calls the run stops with reason `max_steps`.
+ * After `maxSteps` model calls the run stops with reason `max_steps`. With `streamSafePoints:
+ * 'sentence'` a safe point (`afterChatModel`, the reply so far in its state) is also reported
+ * each time the streamed text completes a sentence.
+ *
+ * Resume (a TurnLoop's `genResume`): the input `{ resume: state }` takes the state of the cut
+ * run's last safe point ({@link ReActSafePointState}). The resumed run adds no user message and
+ * counts its steps on from `state.step`; the session history already holds the turn up to the
+ * cut (its cancel saved it), so the model continues from there.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run
@@ -404,7 +434,9 @@ class ReActExecution {
  * const { reply } = await run.result();
  * ```
  */
-export function createReActAgent(options: ReActAgentOptions): Agent<string, ReActResult> {
+export function createReActAgent(
+  options: ReActAgentOptions,
+): Agent<string | ReActResumeInput, ReActResult> {
   parseOptions(reactOptionsSchema, options, 'options');
   const tools = new Map<string, Tool>();
   for (const tool of options.tools ?? []) {
@@ -419,11 +451,11 @@ export function createReActAgent(options: ReActAgentOptions): Agent<string, ReAc
   const mode = options.history ?? 'auto';
 
   return {
-    async execute(input: string, ctx: RunContext): Promise<ReActResult> {
-      if (typeof input !== 'string' || input === '') {
+    async execute(input: string | ReActResumeInput, ctx: RunContext): Promise<ReActResult> {
+      if ((typeof input !== 'string' || input === '') && !isResumeInput(input)) {
         throw new InvalidArgumentError(
           'input',
-          `expected \`input\` to be a non-empty string, got ${typeof input === 'string' ? '""' : typeof input}`,
+          `expected \`input\` to be a non-empty string or { resume: state }, got ${typeof input === 'string' ? '""' : typeof input}`,
         );
       }
       const saveHistory = mode === 'session' || (mode === 'auto' && ctx.parentRunId === undefined);

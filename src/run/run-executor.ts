@@ -76,6 +76,8 @@ export interface RunExecutorInit {
   readonly graceMs: number;
   /** The session log's last seq when the run was prepared: none of its events lie at or before it. */
   readonly logFloor: number;
+  /** A TurnLoop turn's consumed item ids, logged on `session.run_started` (`item_ids`). */
+  readonly itemIds?: readonly string[] | undefined;
 }
 
 const cancelledBy = (
@@ -101,6 +103,8 @@ export class RunExecutor implements RunContextHost {
   readonly strategy: SessionStrategy;
   readonly graceMs: number;
   readonly logFloor: number;
+  /** A TurnLoop turn's consumed item ids, logged on `session.run_started` (`item_ids`). */
+  readonly itemIds: readonly string[] | undefined;
   readonly host: RunHost;
   /** Resolves once the status is terminal, with that status. */
   readonly terminal: Promise<RunStatus>;
@@ -137,6 +141,7 @@ export class RunExecutor implements RunContextHost {
     this.strategy = init.strategy;
     this.graceMs = init.graceMs;
     this.logFloor = init.logFloor;
+    this.itemIds = init.itemIds;
     this.#agent = init.agent;
     this.#input = init.input;
     this.terminal = new Promise((resolve) => (this.#resolveTerminal = resolve));

@@ -133,7 +133,19 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           const run = executors.get(context.runId);
           if (run === undefined) return;
           run.attach(self);
-          logStatusChange((type, payload) => append(run, type, payload), context, change);
+          logStatusChange(
+            (type, payload) =>
+              append(
+                run,
+                type,
+                // A TurnLoop turn's run names the items it consumed (a loop session's messages).
+                type === 'session.run_started' && run.itemIds !== undefined
+                  ? { ...payload, item_ids: run.itemIds }
+                  : payload,
+              ),
+            context,
+            change,
+          );
           if (terminalRunStatuses.has(change.to)) run.onTerminal(change.to);
         },
         logAbandoned: ({ context }) => {
@@ -285,6 +297,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     parentRunId: string | undefined;
     strategy: PrepareOptions<unknown, TOutput>['strategy'];
     graceMs: number | undefined;
+    itemIds?: readonly string[] | undefined;
   }): [RunExecutor, AgentRun<TOutput>] => {
     // Field by field: spreading `init` here took V8's slow path (about a tenth of a lifecycle).
     const run = new RunExecutor({
@@ -298,6 +311,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       strategy: init.strategy ?? 'enqueue',
       graceMs: init.graceMs ?? 5_000,
       logFloor: logEndOf(init),
+      itemIds: init.itemIds,
     });
     executors.set(init.runId, run);
     const handle = AgentRun.of<TOutput>(run);
@@ -553,6 +567,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
         parentRunId: undefined,
         strategy: parsed.strategy,
         graceMs: parsed.graceMs,
+        itemIds: parsed.itemIds,
       });
       // The session spawns the run as its child, in CREATED (unless the session is full).
       host.actor.send({

@@ -85,6 +85,11 @@ export interface PrepareOptions<TInput, TOutput> {
   readonly graceMs?: number;
   /** Use this run id instead of a fresh nanoid; must be unused. */
   readonly runId?: string;
+  /**
+   * The TurnLoop items this run's turn consumed, by id: logged on its `session.run_started`
+   * as `item_ids` (a loop session's log tells which messages each turn answered). @default none
+   */
+  readonly itemIds?: readonly string[];
 }
 
 const strategies = ['enqueue', 'reject', 'interrupt', 'preempt'] as const;
@@ -147,6 +152,7 @@ export const prepareSchema = z.strictObject({
   signal: z
     .custom<AbortSignal>((value) => value instanceof AbortSignal, { error: 'an AbortSignal' })
     .optional(),
+  itemIds: z.array(nonEmptyString, { error: 'an array of non-empty strings' }).optional(),
 });
 
 const prepareKeys: ReadonlySet<string> = new Set(Object.keys(prepareSchema.shape));
@@ -159,7 +165,7 @@ const strategySet: ReadonlySet<unknown> = new Set(strategies);
 export const isValidPrepare = (value: unknown): value is z.infer<typeof prepareSchema> => {
   if (!isStrictObjectOf(value, prepareKeys)) return false;
   const options = value as Record<string, unknown>;
-  const { agent, strategy, runId, signal } = options;
+  const { agent, strategy, runId, signal, itemIds } = options;
   return (
     // zod wants the `input` key present, even if its value is undefined.
     'input' in options &&
@@ -172,7 +178,8 @@ export const isValidPrepare = (value: unknown): value is z.infer<typeof prepareS
     isOptionalDurationMs(options.graceMs) &&
     (strategy === undefined || strategySet.has(strategy)) &&
     (runId === undefined || isNonEmptyString(runId)) &&
-    (signal === undefined || signal instanceof AbortSignal)
+    (signal === undefined || signal instanceof AbortSignal) &&
+    (itemIds === undefined || (Array.isArray(itemIds) && itemIds.every(isNonEmptyString)))
   );
 };
 

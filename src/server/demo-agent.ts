@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { ChatModel } from '../agent/chat-model.js';
 import type { ChatMessage, ToolMessage, UserMessage } from '../agent/messages.js';
 import type { HistoryPolicy } from '../agent/history-policy.js';
-import { createReActAgent, type ReActResult } from '../agent/react-agent.js';
+import { createReActAgent, type ReActResult, type ReActResumeInput } from '../agent/react-agent.js';
 import { createScriptedModel, type ScriptedReply } from '../agent/scripted-model.js';
 import { defineTool, type Tool } from '../agent/tool.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -105,7 +105,9 @@ const summaryOf = (result: ToolMessage): string => {
  * @remarks The turn is everything after the last user message that is not a hint. With tool
  * results in the turn: a sentence per result. Otherwise a question with arithmetic calls the
  * calculator, one about the time calls the clock, and anything else gets a long reply. Hints
- * drained into the turn are acknowledged first.
+ * drained into the turn are acknowledged first. A turn that ends with a reply cut by a cancel
+ * (`stop: 'cancelled'`, e.g. a loop session's turn stopped at a safe point and resumed after a
+ * restart) is continued: the rest of that reply, not the whole of it again.
  *
  * @param messages - the request (instructions, history, the turn)
  * @returns the words to stream, and the tool calls to make
@@ -123,7 +125,19 @@ export function planDemoReply(messages: readonly ChatMessage[]): {
     }
   }
   const question = (messages[start] as UserMessage | undefined)?.content ?? '';
-  const turn = messages.slice(start + 1);
+  const whole = messages.slice(start + 1);
+  const last = whole.at(-1);
+  const cut = last?.role === 'assistant' && last.stop === 'cancelled' ? last.content : '';
+  const plan = planTurn(question, cut === '' ? whole : whole.slice(0, -1));
+  const text = plan.words.join('');
+  if (cut === '' || !text.startsWith(cut)) return plan;
+  return { words: wordsOf(text.slice(cut.length)), toolCalls: plan.toolCalls };
+}
+
+function planTurn(
+  question: string,
+  turn: readonly ChatMessage[],
+): ReturnType<typeof planDemoReply> {
   const hints = turn.filter((m): m is UserMessage => m.role === 'user' && m.hintId !== undefined);
   const noted = hints.length > 0 ? `Noted: "${hints.map((h) => h.content).join('", "')}". ` : '';
   const results = turn.filter((m): m is ToolMessage => m.role === 'tool');
@@ -193,7 +207,8 @@ export interface DemoAgentOptions extends DemoModelOptions {
 
 /**
  * Creates the default agent of `runplane serve`: {@link createReActAgent} with the demo tools,
- * on the demo model unless `model` is given.
+ * on the demo model unless `model` is given, reporting a safe point between streamed sentences
+ * (`streamSafePoints: 'sentence'`), and resuming a cut turn from `{ resume: state }`.
  *
  * @param options - {@link DemoAgentOptions}
  * @returns an agent of the user's text to a {@link ReActResult}
@@ -203,9 +218,13 @@ export interface DemoAgentOptions extends DemoModelOptions {
  * const agent = createDemoAgent({ clock: runtime.clock, chunkDelayMs: 60 });
  * ```
  */
-export function createDemoAgent(options: DemoAgentOptions = {}): Agent<string, ReActResult> {
+export function createDemoAgent(
+  options: DemoAgentOptions = {},
+): Agent<string | ReActResumeInput, ReActResult> {
   return createReActAgent({
     model: options.model ?? createDemoModel(options),
+    // A preempt or a graceful stop lands between sentences, within a second of streaming.
+    streamSafePoints: 'sentence',
     tools: createDemoTools({ confirm: options.confirmTools }),
     instructions: demoInstructions,
     maxSteps: 6,

@@ -48,6 +48,8 @@ const maxApprovalTimeoutMs = 86_400_000;
 
 /** Body of `POST /api/sessions` and `PATCH /api/sessions/:id`. */
 export const sessionSettingsSchema = z.strictObject({
+  /** `runs` (a run per message) or `loop` (a TurnLoop); only at creation. */
+  mode: z.enum(['runs', 'loop'], { error: 'one of runs, loop' }).optional(),
   strategy: strategy.optional(),
   grace_ms: durationMs.optional(),
   approval_timeout_ms: z
@@ -65,8 +67,10 @@ const eventSchemas = {
     type: z.literal('user.message'),
     payload: z.strictObject({
       text: nonEmpty(100_000),
-      /** This message's strategy, instead of the session's. */
+      /** This message's strategy, instead of the session's (`runs` sessions). */
       strategy: strategy.optional(),
+      /** Preempt the loop's current turn at its next safe point (`loop` sessions). */
+      preempt: z.boolean({ error: 'a boolean' }).optional(),
     }),
   }),
   'user.interrupt': z.strictObject({

@@ -27,6 +27,10 @@ import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js'
 import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
 import { lockSqliteDatabase } from '../stores/sqlite/database-lock.js';
 import { createSqliteSessionPurge } from '../stores/sqlite/session-purge.js';
+import {
+  createSqliteCheckpointStore,
+  type SqliteCheckpointStore,
+} from '../stores/sqlite/sqlite-checkpoint-store.js';
 import { createDevToken, createTokenAuthenticator, parseTokenList } from './auth.js';
 import { createDemoAgent } from './demo-agent.js';
 import { recoverCrashedRuns, type CrashedRun } from './recover.js';
@@ -260,7 +264,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   }
   let service: Service | undefined;
   let sweeper: DataSweeper | undefined;
+  let checkpoints: SqliteCheckpointStore | undefined;
   try {
+    // Loop sessions checkpoint their TurnLoops here at shutdown (a table of the same file).
+    checkpoints =
+      dbPath === ':memory:' ? undefined : createSqliteCheckpointStore({ filename: dbPath });
     const eventLog = createSqliteEventLog({
       database: db,
       tail: { bytes: options.eventTailBytes },
@@ -300,7 +308,14 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
             : createOpenAIModel({ ...options.openai, maxRetries: options.modelMaxRetries }),
       });
     const sweep = createDataSweeper({
-      purge: createSqliteSessionPurge({ database: db, onPurged: (key) => eventLog.forget(key) }),
+      purge: createSqliteSessionPurge({
+        database: db,
+        onPurged: (key) => {
+          eventLog.forget(key);
+          // A purged loop session's loop and checkpoint go with it.
+          service?.loopSessions.remove(key).catch(reportError);
+        },
+      }),
       sessions,
       clock: runtime.clock,
       retentionMs:
@@ -335,6 +350,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           : { perSecond: options.rateLimitPerSecond ?? 50, burst: options.rateLimitBurst ?? 200 },
       approvalTimeoutMs: options.approvalTimeoutMs,
       onSessionDeleted: () => sweep.kick(),
+      checkpointStore: checkpoints,
     });
     const running = service;
 
@@ -354,6 +370,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       await runtime.shutdown({ graceMs: 0 });
       throw error;
     }
+    // Loop sessions with work left (a checkpoint, or messages no finished turn answered) go on.
+    const resumedLoops = await running.loopSessions.resumeAll();
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const url = `http://${shownHost}:${address.port}`;
 
@@ -379,6 +397,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       );
     }
 
+    if (resumedLoops > 0) {
+      log(`  resumed ${resumedLoops} loop session(s) from their checkpoint and log`);
+    }
+
     // Last, so that a reader waiting for it has every line above.
     log(`runplane serve: listening on ${url}`);
 
@@ -390,14 +412,17 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         // ends.
         running.drain();
         const ended = stopListening(server);
-        const { drained } = await runtime.shutdown({
-          graceMs: shutdownOptions.graceMs ?? options.graceMs ?? 10_000,
-        });
+        const graceMs = shutdownOptions.graceMs ?? options.graceMs ?? 10_000;
+        // Loops first: each turn stops at its next safe point and checkpoints (an interrupt
+        // from the runtime's shutdown would instead end it as answered).
+        await running.loopSessions.stopAll({ graceMs });
+        const { drained } = await runtime.shutdown({ graceMs });
         running.closeStreams();
         await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
         await sweep.stop();
         running.close();
         eventLog.close();
+        checkpoints?.close();
         db.close();
         lock.release();
         return { drained };
@@ -418,6 +443,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   } catch (error) {
     await sweeper?.stop();
     service?.close();
+    checkpoints?.close();
     if (db.open) db.close();
     lock.release();
     throw error;

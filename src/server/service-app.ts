@@ -25,6 +25,8 @@ import { idempotency } from './middleware/idempotency.js';
 import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
 import { watchApprovalTimeouts } from './approval-timeouts.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
+import { createLoopSessions, type LoopSessions } from './loop-sessions.js';
+import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
 import { runRoutes } from './routes/runs.js';
@@ -39,8 +41,19 @@ import { OwnerRunCount } from './session-events.js';
 export interface ServiceOptions {
   /** The runtime every run lives in; its event log is what the API reads. */
   readonly runtime: Runtime;
-  /** The agent each `user.message` runs, with the message text as input. */
+  /**
+   * The agent each `user.message` runs, with the message text as input. In a loop session a
+   * turn's input is its messages joined by a blank line, and a turn resumed after a restart gets
+   * `{ resume: state }` (what it passed to its last `ctx.safePoint`; the ReAct agent's form).
+   */
   readonly agent: Agent<string, unknown>;
+  /**
+   * Where loop sessions checkpoint their TurnLoop on shutdown (`runplane serve`: SQLite).
+   * @default none (a loop session's state does not outlive the process; its log still does)
+   */
+  readonly checkpointStore?: CheckpointStore;
+  /** How long a loop session's TurnLoop with nothing to do stays in memory, in ms. @default 60000 */
+  readonly loopIdleMs?: number;
   /** Where sessions (owner, strategy) are kept. */
   readonly sessions: SessionRecords;
   /** Where runs (status, outcome) are kept. */
@@ -129,6 +142,8 @@ export interface Service {
    * Whether a deleted session's runs are still settling (its data must not be removed yet).
    */
   isSettling(key: { ownerId: string; sessionId: string }): boolean;
+  /** The TurnLoops of loop sessions: `runplane serve` resumes them on start, stops them at shutdown. */
+  readonly loopSessions: LoopSessions;
   /** Stops the approval timers (at shutdown). */
   close(): void;
 }
@@ -164,6 +179,7 @@ const serviceOptionsSchema = z.object({
   maxSessionsPerOwner: positiveInt.optional(),
   rateLimit: z.strictObject({ perSecond: positiveInt, burst: positiveInt }).optional(),
   approvalTimeoutMs: positiveInt.optional(),
+  loopIdleMs: positiveInt.optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
     .int({ error: 'a non-negative integer' })
@@ -177,7 +193,8 @@ const serviceOptionsSchema = z.object({
  * @remarks Routes (every `/api` route needs `Authorization: Bearer <token>`; the stream also
  * takes `?access_token=` because `EventSource` cannot send headers):
  * - `GET /` the chat page; `GET /healthz` liveness (503 while draining).
- * - `POST /api/sessions` `{ strategy?, grace_ms? }` → 201 session; `GET` / `PATCH
+ * - `POST /api/sessions` `{ mode?, strategy?, grace_ms? }` → 201 session (`mode: "loop"`: a
+ *   TurnLoop runs its messages, see `loop-sessions.ts`); `GET` / `PATCH
  *   /api/sessions/:id` → the session with its status, active run and queued runs.
  * - `POST /api/sessions/:id/events` `{ events: [...] }` → `{ results: [...] }`, one per event;
  *   the whole batch is validated before any event is applied.
@@ -226,6 +243,15 @@ export function createServiceApp(options: ServiceOptions): Service {
     runtime,
     sessions,
     defaultTimeoutMs: approvalTimeoutMs,
+  });
+  const loopSessions = createLoopSessions({
+    runtime,
+    agent,
+    runs,
+    sessions,
+    store: options.checkpointStore,
+    idleMs: options.loopIdleMs,
+    reportError,
   });
   /** Deleted sessions whose runs are settling, as JSON `[ownerId, sessionId]`. */
   const settling = new Set<string>();
@@ -313,6 +339,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       defaultApprovalTimeoutMs: approvalTimeoutMs,
       onSessionDeleted: options.onSessionDeleted ?? (() => {}),
       settling,
+      loopSessions,
     }),
   );
   app.route(
@@ -328,6 +355,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       isDraining,
       reportError,
       idempotent,
+      loopSessions,
     }),
   );
   app.route(
@@ -362,6 +390,7 @@ export function createServiceApp(options: ServiceOptions): Service {
       streams.closeAll();
     },
     isSettling: ({ ownerId, sessionId }) => settling.has(JSON.stringify([ownerId, sessionId])),
+    loopSessions,
     close() {
       stopApprovalTimeouts();
     },

@@ -18,6 +18,7 @@ import type { Runtime } from '../runtime/create-runtime.js';
 import type { RunRecordOutcome, RunRecords } from '../stores/run-records.js';
 import type { SessionRecord } from '../stores/session-records.js';
 import { HttpError } from './http-error.js';
+import type { LoopSessions } from './loop-sessions.js';
 import type { SessionStrategy, UserEvent } from './schemas.js';
 
 /** What applying session events needs: the runtime, the stores and the service's limits. */
@@ -38,6 +39,8 @@ export interface SessionEventsContext {
   readonly isDraining: () => boolean;
   /** Receives a store failure that happens after the answer (recording an outcome). */
   readonly reportError: (error: unknown) => void;
+  /** The TurnLoops of `loop` sessions: their `user.message` pushes an item. */
+  readonly loopSessions: LoopSessions;
 }
 
 /**
@@ -148,6 +151,7 @@ export function applySessionEvents(
 ): EventResult[] {
   if (events.some((event) => event.type === 'user.message')) {
     refuseNewWorkWhileDraining(context.isDraining());
+    refuseOtherModesOptions(session, events);
   }
   const results: EventResult[] = [];
   events.forEach((event, index) =>
@@ -198,6 +202,41 @@ function applySessionEvent(
 }
 
 /**
+ * Refuses, before any event is applied, a `user.message` option of the other mode: `strategy`
+ * in a loop session (the loop is the strategy), `preempt` in a runs session (its strategy
+ * `preempt` is the way there).
+ *
+ * @throws {@link HttpError} (`invalid_event`) with `error.events`
+ */
+function refuseOtherModesOptions(session: SessionRecord, events: readonly UserEvent[]): void {
+  const loop = session.mode === 'loop';
+  const errors = events.flatMap((event, index) => {
+    if (event.type !== 'user.message') return [];
+    if (loop && event.payload.strategy !== undefined) {
+      return [
+        {
+          index,
+          code: 'invalid_event',
+          message: `expected \`events[${index}].payload.strategy\` to be absent in a loop session (its TurnLoop decides; send \`preempt: true\` to preempt), got ${JSON.stringify(event.payload.strategy)}`,
+        },
+      ];
+    }
+    if (!loop && event.payload.preempt !== undefined) {
+      return [
+        {
+          index,
+          code: 'invalid_event',
+          message: `expected \`events[${index}].payload.preempt\` to be absent in a runs session (send \`strategy: "preempt"\`, or create the session with mode "loop"), got ${JSON.stringify(event.payload.preempt)}`,
+        },
+      ];
+    }
+    return [];
+  });
+  const first = errors[0];
+  if (first !== undefined) throw new HttpError('invalid_event', first.message, { events: errors });
+}
+
+/**
  * Whether a `user.message` under `strategy` is refused before a run is prepared: `reject`
  * while the session has an active or a queued run.
  *
@@ -218,6 +257,14 @@ function applyMessage(
   const { runtime, runs } = context;
   const { ownerId, sessionId } = session;
   const key: SessionKey = { ownerId, sessionId };
+  if (session.mode === 'loop') {
+    const itemId = context.loopSessions.push(key, {
+      text: event.payload.text,
+      preempt: event.payload.preempt === true,
+      graceMs: session.graceMs,
+    });
+    return { type: event.type, result: 'accepted', item_id: itemId };
+  }
   const strategy = event.payload.strategy ?? session.strategy;
   const handle = runtime.session(ownerId, sessionId);
   const busy = () =>

@@ -6,11 +6,19 @@
  */
 import type { SessionStrategy } from '../../machines/session.machine.js';
 
+/**
+ * How a session runs its messages: `runs` (each `user.message` is a run, under the session's
+ * busy-session strategy) or `loop` (a TurnLoop: messages are items, consumed by turns).
+ */
+export type SessionMode = 'runs' | 'loop';
+
 /** One session. Times are clock ms. */
 export interface SessionRecord {
   readonly ownerId: string;
   readonly sessionId: string;
-  /** What a `user.message` does while the session is busy. */
+  /** How the session runs its messages; fixed at creation. */
+  readonly mode: SessionMode;
+  /** What a `user.message` does while the session is busy (`runs` mode only). */
   readonly strategy: SessionStrategy;
   /** For `interrupt` and `preempt`: the active run's grace before it is cancelled, in ms. */
   readonly graceMs: number;
@@ -38,6 +46,8 @@ export interface SessionRecords {
     strategy: SessionStrategy;
     graceMs: number;
     approvalTimeoutMs?: number | undefined;
+    /** @default 'runs' */
+    mode?: SessionMode | undefined;
     at: number;
   }): SessionRecord | undefined;
   /** The session, or `undefined` (also for another owner's). */
@@ -61,6 +71,11 @@ export interface SessionRecords {
     ownerId: string,
     page: { after?: SessionCursor | undefined; limit: number },
   ): SessionRecord[];
+  /**
+   * Every live `loop` session of every owner, oldest first (a restarted service resumes them).
+   * @returns their keys
+   */
+  listLoops(): Array<{ ownerId: string; sessionId: string }>;
   /** How many sessions the owner has (deleted ones do not count). */
   count(ownerId: string): number;
   /**

@@ -272,11 +272,15 @@ export function bindTurn<TItem, TInput>(
         const plan = context.plan as TurnPlan;
         let run: AgentRun<unknown> | undefined;
         try {
+          const { itemIdOf } = config;
           run = runtime.prepare({
             ownerId,
             sessionId,
             agent: host.agent as Agent<unknown, unknown>,
             input: plan.input,
+            ...(itemIdOf === undefined
+              ? {}
+              : { itemIds: plan.consumed.map((item) => itemIdOf(item as TItem)) }),
           });
           host.run = run; // code run by start() (an inspector) may stop the loop: `leave` cancels it
           run.start();

@@ -54,6 +54,7 @@ export const configSchema = z
       )
       .optional(),
     requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
+    itemIdOf: fn('a function (item) => its id in the log').optional(),
     inspect: z
       .custom<unknown>(
         (value) =>

@@ -247,6 +247,12 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    */
   readonly requeuePreempted?: boolean;
   /**
+   * Names an item in the session's log: each turn's run then logs its consumed items' ids on
+   * `session.run_started` (`item_ids`), as the HTTP service's loop sessions do. Called when the
+   * turn's run starts; a throw fails the turn's start (the loop exits with it). @default none
+   */
+  readonly itemIdOf?: (item: TItem) => string;
+  /**
    * An XState inspection observer for the loop and its turns, in addition to the runtime's
    * (`createRuntime({ inspect })`), which every loop inherits: do not pass the runtime's again,
    * or it sees each event twice. A throwing observer is reported, never thrown into the loop.

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/agent/messages.js';
+import { CancelMode } from '../../machines/cancel-request.js';
 import { createMemoryEventLog } from '../../src/events/memory-event-log.js';
 import { createRuntime } from '../../src/runtime/create-runtime.js';
 import {
@@ -106,6 +107,21 @@ describe('planDemoReply', () => {
       toolCalls: [],
     });
   });
+
+  it('continues a reply a cancel cut, and replies anew when the cut text is not its start', () => {
+    const whole = planDemoReply([user('hello')]).words.join('');
+    const cut = 'You said: "hello". This reply ';
+    const cutReply = (content: string): ChatMessage => ({
+      role: 'assistant',
+      id: 'm1',
+      content,
+      stop: 'cancelled',
+    });
+    const rest = planDemoReply([user('hello'), cutReply(cut)]).words.join('');
+    expect(rest).toBe(whole.slice(cut.length));
+    expect(rest.startsWith('streams word by word')).toBe(true);
+    expect(planDemoReply([user('hello'), cutReply('Something else. ')]).words.join('')).toBe(whole);
+  });
 });
 
 describe('createDemoAgent', () => {
@@ -126,6 +142,60 @@ describe('createDemoAgent', () => {
     }
     expect((await result).reply).toBe('6*7 = 42.');
     expect(deltas).toEqual(['Let ', 'me ', 'calculate ', 'that.', '6*7 ', '= ', '42.']);
+    await runtime.shutdown({ graceMs: 0 });
+  });
+
+  it('reaches a safe point between streamed sentences; a resumed run streams only the rest', async () => {
+    const clock = new SimulatedClock();
+    const runtime = createRuntime({ clock });
+    const agent = createDemoAgent({ clock, chunkDelayMs: 10 });
+    const deltas = new Map<string, string[]>();
+    runtime.onEvent((event) => {
+      if (event.type !== 'agent.message_delta') return;
+      const list = deltas.get(event.runId ?? '') ?? [];
+      list.push(String(event.payload.delta));
+      deltas.set(event.runId ?? '', list);
+    });
+    const drive = async (done: () => boolean) => {
+      for (let i = 0; i < 200 && !done(); i++) {
+        clock.increment(10);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
+    const key = { ownerId: 'u', sessionId: 's' };
+    const cut = runtime.prepare({ ...key, agent, input: 'hello' });
+    cut.start();
+    await drive(() => (deltas.get(cut.id)?.length ?? 0) >= 2);
+    // A preempt's kind of cancel: at any safe point, escalating only after 10 s.
+    cut.cancel({ mode: CancelMode.AnySafePoint, timeoutMs: 10_000 });
+    let outcome: Awaited<typeof cut.termination> | undefined;
+    void cut.termination.then((o) => (outcome = o));
+    await drive(() => outcome !== undefined);
+    expect(outcome).toMatchObject({ status: 'CANCELLED', escalated: false });
+    const partial = (deltas.get(cut.id) ?? []).join('');
+    expect(partial).toBe('You said: "hello". ');
+    expect(cut.safePointState).toMatchObject({ step: 1, partial });
+
+    const resumed = runtime.prepare({
+      ...key,
+      agent,
+      input: { resume: cut.safePointState as never },
+    });
+    resumed.start();
+    const result = resumed.result();
+    let finished = false;
+    void result.finally(() => (finished = true));
+    await drive(() => finished);
+    const whole = planDemoReply([{ role: 'user', content: 'hello' }]).words.join('');
+    expect((await result).reply).toBe(whole.slice(partial.length));
+    expect(`${partial}${(deltas.get(resumed.id) ?? []).join('')}`).toBe(whole);
+    // The session's history holds the question once, the cut reply, and its continuation.
+    const history = await runtime.sessionStore.load({}, key);
+    expect(history.map((m) => [m.role, 'stop' in m ? m.stop : undefined])).toEqual([
+      ['user', undefined],
+      ['assistant', 'cancelled'],
+      ['assistant', undefined],
+    ]);
     await runtime.shutdown({ graceMs: 0 });
   });
 

@@ -177,7 +177,10 @@ export function createTestService(options: TestServiceOptions = {}) {
   const close = async () => {
     // Drive the simulated clock until the shutdown grace and any unwind timeouts have passed.
     let finished = false;
-    const done = runtime.shutdown({ graceMs: 0 }).then(() => (finished = true));
+    const done = service.loopSessions
+      .stopAll({ graceMs: 0 })
+      .then(() => runtime.shutdown({ graceMs: 0 }))
+      .then(() => (finished = true));
     for (let i = 0; i < 20 && !finished; i++) {
       clock.increment(1_000);
       await flush();

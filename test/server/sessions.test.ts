@@ -104,6 +104,7 @@ describe('sessions', () => {
     const body = await t.json(response);
     expect(body).toEqual({
       session_id: expect.stringMatching(/^[\w-]{21}$/) as string,
+      mode: 'runs',
       strategy: 'enqueue',
       grace_ms: 5000,
       approval_timeout_ms: 600_000,

@@ -93,6 +93,7 @@ describe('SQLite session records', () => {
     const created = sessions.create({ ...a, strategy: 'enqueue', graceMs: 5000, at: 10 });
     expect(created).toEqual({
       ...a,
+      mode: 'runs',
       strategy: 'enqueue',
       graceMs: 5000,
       createdAt: 10,
@@ -107,6 +108,26 @@ describe('SQLite session records', () => {
     });
     expect(sessions.update('bob', 's1', { strategy: 'reject' }, 21)).toBeUndefined();
     expect(sessions.get('alice', 's1')?.strategy).toBe('preempt');
+    db.close();
+  });
+});
+
+describe('SQLite session records: loop sessions', () => {
+  it('keeps the mode and lists live loop sessions of every owner, oldest first', () => {
+    const db = openSqliteDatabase({ path: freshPath() });
+    const sessions = createSqliteSessionRecords({ database: db });
+    const make = (ownerId: string, sessionId: string, mode: 'runs' | 'loop', at: number) =>
+      sessions.create({ ownerId, sessionId, mode, strategy: 'enqueue', graceMs: 1, at });
+    expect(make('bob', 'l2', 'loop', 20)?.mode).toBe('loop');
+    make('alice', 'r1', 'runs', 5);
+    make('alice', 'l1', 'loop', 10);
+    make('alice', 'l3', 'loop', 30);
+    expect(sessions.get('alice', 'r1')?.mode).toBe('runs');
+    sessions.markDeleted('alice', 'l3', 40);
+    expect(sessions.listLoops()).toEqual([
+      { ownerId: 'alice', sessionId: 'l1' },
+      { ownerId: 'bob', sessionId: 'l2' },
+    ]);
     db.close();
   });
 });

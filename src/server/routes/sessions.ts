@@ -11,6 +11,7 @@ import type { Runtime } from '../../runtime/create-runtime.js';
 import type { IdempotencyKeys } from '../../stores/idempotency-keys.js';
 import type { SessionRecord, SessionRecords } from '../../stores/session-records.js';
 import { HttpError } from '../http-error.js';
+import type { LoopSessions } from '../loop-sessions.js';
 import { findSession } from '../middleware/find-session.js';
 import type { idempotency } from '../middleware/idempotency.js';
 import { jsonBody } from '../middleware/json-body.js';
@@ -43,6 +44,31 @@ export interface SessionRoutesOptions {
   readonly onSessionDeleted: (key: { ownerId: string; sessionId: string }) => void;
   /** Marks a session whose runs are settling after its deletion (the sweep leaves it alone). */
   readonly settling: Set<string>;
+  /** The loop sessions' TurnLoops: a deleted loop session's loop stops, its checkpoint goes. */
+  readonly loopSessions: LoopSessions;
+}
+
+/**
+ * Refuses settings that do not apply: `strategy` for a loop session (the loop is the strategy),
+ * `mode` on a change (fixed at creation).
+ */
+function refuseSettingsOfOtherMode(
+  settings: { mode?: string | undefined; strategy?: string | undefined },
+  mode: string,
+  change: boolean,
+): void {
+  if (change && settings.mode !== undefined) {
+    throw new HttpError(
+      'invalid_body',
+      `expected \`mode\` to be absent (it is fixed when the session is created), got ${JSON.stringify(settings.mode)}`,
+    );
+  }
+  if (mode === 'loop' && settings.strategy !== undefined) {
+    throw new HttpError(
+      'invalid_body',
+      `expected \`strategy\` to be absent for a loop session (its TurnLoop decides; a message preempts with \`preempt: true\`), got ${JSON.stringify(settings.strategy)}`,
+    );
+  }
 }
 
 /** The longest title of a session in the list, in characters (then `…`). */
@@ -79,7 +105,9 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     const key = { ownerId: session.ownerId, sessionId: session.sessionId };
     return {
       session_id: session.sessionId,
-      strategy: session.strategy,
+      mode: session.mode,
+      // A loop session has no busy-session strategy: its TurnLoop decides.
+      strategy: session.mode === 'loop' ? null : session.strategy,
       grace_ms: session.graceMs,
       approval_timeout_ms: session.approvalTimeoutMs ?? options.defaultApprovalTimeoutMs,
       status: activeRunId !== null ? 'running' : queued.length > 0 ? 'queued' : 'idle',
@@ -104,6 +132,8 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     options.idempotent,
     (c) => {
       const settings = parseBody(sessionSettingsSchema, c.get('body'), 'body');
+      const mode = settings.mode ?? 'runs';
+      refuseSettingsOfOtherMode(settings, mode, false);
       const ownerId = c.get('ownerId');
       if (sessions.count(ownerId) >= options.maxSessionsPerOwner) {
         throw new HttpError(
@@ -117,6 +147,7 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
         strategy: settings.strategy ?? 'enqueue',
         graceMs: settings.grace_ms ?? defaultGraceMs,
         approvalTimeoutMs: settings.approval_timeout_ms,
+        mode,
         at: clock.now(),
       });
       if (created === undefined) throw new HttpError('internal', 'a session id collided');
@@ -162,6 +193,8 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
     const settlingKey = JSON.stringify([ownerId, sessionId]);
     options.settling.add(settlingKey);
     try {
+      // A loop first: stopped at once, no checkpoint kept; then whatever run is left.
+      if (c.get('session').mode === 'loop') await options.loopSessions.remove(key);
       const handle = runtime.session(ownerId, sessionId);
       handle.cancelAll({ includeActive: true });
       // Bounded by the runtime's unwindTimeoutMs: an agent that ignores its signal is abandoned.
@@ -176,6 +209,7 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
   app.patch('/api/sessions/:id', findSession(sessions), jsonBody(), (c) => {
     const session = c.get('session');
     const settings = parseBody(sessionSettingsSchema, c.get('body'), 'body');
+    refuseSettingsOfOtherMode(settings, session.mode, true);
     if (
       settings.strategy === undefined &&
       settings.grace_ms === undefined &&

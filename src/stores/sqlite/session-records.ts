@@ -5,7 +5,12 @@
  */
 import type Database from 'better-sqlite3';
 import type { SessionStrategy } from '../../../machines/session.machine.js';
-import type { SessionCursor, SessionRecord, SessionRecords } from '../session-records.js';
+import type {
+  SessionCursor,
+  SessionMode,
+  SessionRecord,
+  SessionRecords,
+} from '../session-records.js';
 import { applySqliteMigrations, storeOperations, type SqliteMigration } from './database.js';
 
 /** The schema of the session records. */
@@ -37,12 +42,22 @@ export const sessionRecordMigrations: readonly SqliteMigration[] = [
         WHERE deleted_at IS NOT NULL;
     `,
   },
+  {
+    // Loop sessions (a TurnLoop per session), found on start to be resumed.
+    id: 'session-records/3',
+    sql: `
+      ALTER TABLE runplane_sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'runs';
+      CREATE INDEX runplane_sessions_loops ON runplane_sessions (created_at)
+        WHERE mode = 'loop' AND deleted_at IS NULL;
+    `,
+  },
 ];
 
 interface SessionRow {
   owner_id: string;
   session_id: string;
   strategy: string;
+  mode: string;
   grace_ms: number;
   approval_timeout_ms: number | null;
   created_at: number;
@@ -52,6 +67,7 @@ interface SessionRow {
 const toRecord = (row: SessionRow): SessionRecord => ({
   ownerId: row.owner_id,
   sessionId: row.session_id,
+  mode: row.mode as SessionMode,
   strategy: row.strategy as SessionStrategy,
   graceMs: row.grace_ms,
   approvalTimeoutMs: row.approval_timeout_ms ?? undefined,
@@ -80,12 +96,16 @@ export function createSqliteSessionRecords(options: {
   const db = options.database;
   applySqliteMigrations(db, sessionRecordMigrations);
   const insert = db.prepare<
-    [string, string, string, number, number | null, number, number],
+    [string, string, string, string, number, number | null, number, number],
     SessionRow
   >(
     `INSERT INTO runplane_sessions
-       (owner_id, session_id, strategy, grace_ms, approval_timeout_ms, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+       (owner_id, session_id, strategy, mode, grace_ms, approval_timeout_ms, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+  );
+  const selectLoops = db.prepare<[], { owner_id: string; session_id: string }>(
+    `SELECT owner_id, session_id FROM runplane_sessions
+     WHERE mode = 'loop' AND deleted_at IS NULL ORDER BY created_at`,
   );
   const select = db.prepare<[string, string], SessionRow>(
     'SELECT * FROM runplane_sessions WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL',
@@ -121,12 +141,13 @@ export function createSqliteSessionRecords(options: {
       : selectPage.all(ownerId, after.createdAt, after.createdAt, after.sessionId, limit);
 
   return {
-    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, at }) {
+    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, mode, at }) {
       return attempt('create', () => {
         const row = insert.get(
           ownerId,
           sessionId,
           strategy,
+          mode ?? 'runs',
           graceMs,
           approvalTimeoutMs ?? null,
           at,
@@ -156,6 +177,11 @@ export function createSqliteSessionRecords(options: {
     },
     list(ownerId, { after, limit }) {
       return attempt('list', () => page(ownerId, after, limit).map(toRecord));
+    },
+    listLoops() {
+      return attempt('listLoops', () =>
+        selectLoops.all().map((row) => ({ ownerId: row.owner_id, sessionId: row.session_id })),
+      );
     },
     count(ownerId) {
       return attempt('count', () => countLive.get(ownerId)?.n ?? 0);
