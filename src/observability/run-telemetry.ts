@@ -189,7 +189,8 @@ export class RunTelemetry {
               }
             : { 'runplane.approval.tool_name': name, 'gen_ai.tool.call.id': id },
         },
-        trace.setSpan(context.active(), parent),
+        // An approval is a child of its tool call's span.
+        trace.setSpan(context.active(), (isTool ? undefined : state.children?.get(id)) ?? parent),
       );
       (state.children ??= new Map()).set(key, span);
     } else if (type === 'agent.tool_result' || type === 'agent.approval_resolved') {

@@ -3,14 +3,27 @@
  * spawns a nested run and is cancelled at a safe point with escalation, on a simulated clock.
  */
 import { describe, expect, it } from 'vitest';
-import { CancelMode, createRuntime, type Agent } from '../../src/index.js';
+import { z } from 'zod';
+import {
+  CancelMode,
+  createReActAgent,
+  createRuntime,
+  createScriptedModel,
+  defineTool,
+  type Agent,
+  type RunplaneEvent,
+} from '../../src/index.js';
+import { createOtelRunMetrics } from '../../src/observability/run-metrics.js';
 import { createTestClock } from '../../src/testing/index.js';
 import { createSpanRecorder } from './span-recorder.js';
+
+// An epoch time: a span time below the process's age would be read as a performance.now() time.
+const epoch = Date.UTC(2026, 11, 1);
 
 describe('run spans', () => {
   it('a nested run is a child of its parent run; a safe-point cancel that escalates is on the span', async () => {
     const recorder = createSpanRecorder();
-    const clock = createTestClock(1_000);
+    const clock = createTestClock(epoch);
     const runtime = createRuntime({ clock, tracer: recorder.tracer, reportError: () => {} });
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
@@ -83,15 +96,82 @@ describe('run spans', () => {
     expect(parentSpan?.duration).toEqual([0, 500_000_000]);
   });
 
-  it('records nothing and keeps nothing without a tracer provider', async () => {
-    const runtime = createRuntime({ clock: createTestClock(), reportError: () => {} });
-    const run = runtime.prepare({
-      ownerId: 'u1',
-      sessionId: 's1',
-      input: 1,
-      agent: { execute: async () => 2 },
+  it('model calls, tool calls and approvals are child spans; usage is on the span, in run.completed and a metric', async () => {
+    const recorder = createSpanRecorder();
+    const clock = createTestClock(epoch);
+    const tokens: Array<[number, number]> = [];
+    const runtime = createRuntime({
+      clock,
+      tracer: recorder.tracer,
+      metrics: {
+        ...createOtelRunMetrics(),
+        modelTokens: (input, output) => tokens.push([input, output]),
+      },
+      reportError: () => {},
     });
+    const book = defineTool({
+      name: 'book_flight',
+      description: 'Books a flight',
+      parameters: z.object({ to: z.string() }),
+      needsApproval: true,
+      execute: ({ to }) => `booked to ${to}`,
+    });
+    const model = createScriptedModel(
+      [
+        {
+          text: 'Booking.',
+          toolCalls: [{ id: 'tu-book', name: 'book_flight', args: { to: 'Lyon' } }],
+          usage: { promptTokens: 120, completionTokens: 8, totalTokens: 128 },
+        },
+        { text: 'Booked.', usage: { promptTokens: 150, completionTokens: 3, totalTokens: 153 } },
+      ],
+      { clock },
+    );
+    const agent = createReActAgent({ model, tools: [book] });
+    const events: RunplaneEvent[] = [];
+    runtime.onEvent((event) => {
+      events.push(event);
+      if (event.type === 'agent.approval_requested') {
+        runtime.approve('u1', 's1', 'tu-book', { allow: true });
+      }
+    });
+    const run = runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent, input: 'Book Lyon' });
     run.start();
-    expect(await run.result()).toBe(2);
+    await run.result();
+    await clock.flush();
+
+    const usage = { input_tokens: 270, output_tokens: 11 };
+    expect(events.find((event) => event.type === 'run.completed')?.payload).toEqual({
+      reason: 'completed',
+      usage,
+    });
+    expect(tokens).toEqual([
+      [120, 8],
+      [150, 3],
+    ]);
+    const [tree] = recorder.trees();
+    expect(tree?.attributes).toMatchObject({
+      'runplane.run.status': 'COMPLETED',
+      'gen_ai.usage.input_tokens': 270,
+      'gen_ai.usage.output_tokens': 11,
+    });
+    expect(
+      tree?.children.map((child) => [
+        child.name,
+        child.attributes['gen_ai.usage.input_tokens'] ??
+          child.attributes['runplane.approval.outcome'] ??
+          child.attributes['runplane.tool.status'],
+      ]),
+    ).toEqual([
+      ['chat', 120],
+      ['execute_tool book_flight', 'ok'],
+      ['chat', 150],
+    ]);
+    expect(tree?.children[1]?.children).toMatchObject([
+      {
+        name: 'runplane.approval book_flight',
+        attributes: { 'runplane.approval.outcome': 'allowed' },
+      },
+    ]);
   });
 });

@@ -20,7 +20,7 @@ export function createSpanRecorder() {
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   const spans = (): ReadableSpan[] => exporter.getFinishedSpans();
-  /** The finished spans as trees, roots first, children in start order. */
+  /** The finished spans as trees, children in start order (ties: in end order). */
   const trees = (): SpanNode[] => {
     const all = spans();
     const ids = new Set(all.map((span) => span.spanContext().spanId));
@@ -30,6 +30,7 @@ export function createSpanRecorder() {
       events: span.events.map((event) => event.name),
       children: all
         .filter((child) => child.parentSpanContext?.spanId === span.spanContext().spanId)
+        .sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1])
         .map(toNode),
     });
     return all
