@@ -9,6 +9,17 @@
 import { metrics, type Meter } from '@opentelemetry/api';
 import type { RunStatus } from '../../machines/run.types.js';
 
+/** Which run ended, for a sink that also logs (`runplane serve` writes one line per run end). */
+export interface EndedRun {
+  readonly runId: string;
+  readonly ownerId: string;
+  readonly sessionId: string;
+  /** The trace id of the run's span when it records, else `undefined`. */
+  readonly traceId: string | undefined;
+  /** Input and output tokens its model calls reported, if any. */
+  readonly usage: { readonly input_tokens: number; readonly output_tokens: number } | undefined;
+}
+
 /**
  * Receives a runtime's run measurements. Every method is called synchronously inside the
  * runtime's bookkeeping and must not throw (a throw is reported through `reportError`).
@@ -24,9 +35,10 @@ export interface RunMetrics {
    *
    * @param status - `COMPLETED | FAILED | CANCELLED`
    * @param cause - `completed` or `interrupted` (COMPLETED), `error` (FAILED), or the cancel
-   *   cause (`cancel`, `timeout`, `signal`, `parent`, `shutdown`, …)
+   *   cause (`cancel`, `timeout`, `signal`, `shutdown`, …)
+   * @param run - {@link EndedRun}
    */
-  runEnded(status: RunStatus, cause: string): void;
+  runEnded(status: RunStatus, cause: string, run: EndedRun): void;
   /** A cancelled run settled, `durationMs` after its first cancel request (ms). */
   cancelSettled(durationMs: number): void;
   /** A model call reported its usage (tokens). */

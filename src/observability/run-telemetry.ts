@@ -25,6 +25,7 @@ import { currentTraceParent, setLiveRunSpan } from './run-spans.js';
 /** @internal What telemetry reads of a run. */
 export interface ObservedRun {
   readonly id: string;
+  readonly ownerId: string;
   readonly sessionId: string;
   readonly parentRunId: string | undefined;
 }
@@ -151,15 +152,21 @@ export class RunTelemetry {
   }
 
   #ended(run: ObservedRun, status: RunStatus, cause: string, at: number, error?: unknown): void {
-    this.metrics.runEnded(status, cause);
     let state = this.#runs.get(run.id);
+    const span = state?.span;
+    this.metrics.runEnded(status, cause, {
+      runId: run.id,
+      ownerId: run.ownerId,
+      sessionId: run.sessionId,
+      traceId: span?.spanContext().traceId,
+      usage: this.usageOf(run.id),
+    });
     if (status === 'CANCELLED') {
       if (state === undefined) this.#runs.set(run.id, (state = newTrace(undefined)));
       state.cancelled = true;
       // A nested run cancelled by its parent's recursive cancel had no request of its own.
       state.cancelAt ??= at;
     }
-    const span = state?.span;
     if (span === undefined) return;
     if (status === 'CANCELLED') span.setAttribute('runplane.run.cancel_cause', cause);
     else if (status === 'COMPLETED')
