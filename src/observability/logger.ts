@@ -38,16 +38,14 @@ export function createServeLogger(
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   if (format === 'pretty') {
-    return pino(
-      settings,
-      pinoPretty({
-        colorize: options.destination === undefined && process.stdout.isTTY,
-        translateTime: 'SYS:HH:MM:ss.l',
-        ignore: 'pid,hostname,service',
-        destination: options.destination ?? 1,
-        sync: true,
-      }),
-    );
+    // The formatter alone, in this thread: each JSON line becomes text as it is written.
+    const prettify = pinoPretty.prettyFactory({
+      colorize: options.destination === undefined && process.stdout.isTTY,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname,service',
+    });
+    const out = options.destination ?? process.stdout;
+    return pino(settings, { write: (line: string) => void out.write(prettify(line)) });
   }
   return pino(settings, options.destination ?? pino.destination({ dest: 1, sync: true }));
 }
