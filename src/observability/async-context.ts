@@ -17,8 +17,8 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
-/** @internal A context manager on AsyncLocalStorage (what `@opentelemetry/context-async-hooks` does). */
-export class AsyncLocalStorageContextManager implements ContextManager {
+/** A context manager on AsyncLocalStorage (what `@opentelemetry/context-async-hooks` does). */
+class AsyncLocalStorageContextManager implements ContextManager {
   readonly #storage = new AsyncLocalStorage<Context>();
 
   active(): Context {
