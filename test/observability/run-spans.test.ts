@@ -31,7 +31,9 @@ describe('run spans', () => {
     const waiting: Agent<null, string> = {
       execute: (_input, ctx) =>
         new Promise((_resolve, reject) =>
-          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }),
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error), {
+            once: true,
+          }),
         ),
     };
     const parent = runtime.prepare({
