@@ -18,7 +18,7 @@ import { RunTelemetry } from '../src/observability/run-telemetry.js';
 import { systemClock } from '../src/clock.js';
 import { median, round, type Figure } from './core.bench.js';
 
-const noop: Agent<number, number> = { execute: async (i) => i };
+const noop: Agent<number, number> = { execute: (i) => Promise.resolve(i) };
 
 const inertSpan = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 const inertTracer = {
