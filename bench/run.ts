@@ -14,7 +14,7 @@
  * in the same process a few seconds apart) are the headline figures, not the absolute µs.
  *
  * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint, memory, heap,
- * serve-latency, serve-fanout, serve-sessions, serve-hostile, retention. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
+ * serve-latency, serve-fanout, serve-sessions, serve-hostile, retention, telemetry. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
  * quick check (default 100,000 sessions × 10 runs).
  */
 import { spawnSync } from 'node:child_process';
@@ -50,6 +50,8 @@ const suites: Record<string, Suite> = {
   // RSS of a server under a hostile token holder, against its memory budgets.
   'serve-hostile': async () => (await import('./serve-hostile.bench.js')).serveHostile(),
   retention: async () => (await import('./retention.bench.js')).embeddedRetention(),
+  // Run telemetry (spans, metrics) with no tracer provider: its share of a lifecycle.
+  telemetry: async () => (await import('./telemetry.bench.js')).telemetryOverhead(),
 };
 const suiteNames = Object.keys(suites);
 

@@ -18,6 +18,9 @@
  *   {@link defineTool}; `runtime.inbox.push(...)` feeds hints to a running agent,
  *   `runtime.approve(...)` answers tool approvals, and the session store keeps the history
  *   (`createSqliteSessionStore` from `runplane/stores/sqlite`).
+ * - Observability: every run is an OpenTelemetry span (`@opentelemetry/api`; a no-op until an
+ *   application registers a tracer provider), its numbers go to a {@link RunMetrics} sink
+ *   ({@link createOtelRunMetrics} by default).
  * - {@link createTurnLoop} turns a stream of pushed items into turns (one run each) with
  *   preemption, stop escalation and checkpoints in a {@link CheckpointStore}
  *   ({@link createMemoryCheckpointStore} here, SQLite from `runplane/stores/sqlite`).
@@ -130,6 +133,9 @@ export type {
   Runtime,
   RuntimeOptions,
 } from './runtime/create-runtime.js';
+export { createOtelRunMetrics } from './observability/run-metrics.js';
+export type { EndedRun, RunMetrics } from './observability/run-metrics.js';
+export type { ModelUsage } from './observability/run-telemetry.js';
 export { createTurnLoop } from './turn-loop/create-turn-loop.js';
 export type {
   GenInputInfo,

@@ -4,9 +4,12 @@
  *
  * @module
  */
+import { SpanStatusCode } from '@opentelemetry/api';
 import { InvalidArgumentError, RunCancelledError, RunplaneError } from '../errors.js';
 import type { Hint } from '../inbox/inbox.js';
+import { startRunChildSpan } from '../observability/run-spans.js';
 import type { Agent, RunContext } from '../run/agent.js';
+import { describeError } from '../run/run-log.js';
 import { parseOptions } from '../validation.js';
 import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
@@ -113,7 +116,7 @@ class ReActExecution {
       const step = ++this.#steps;
       const messageId = createMessageId();
       this.#drainInbox(messageId, step);
-      const turn = await this.#callModel(messageId, step);
+      const turn = await this.#tracedModelCall(messageId, step);
       if (turn.interrupted) {
         let partial: AssistantMessage | undefined;
         if (turn.text !== '') {
@@ -295,6 +298,34 @@ class ReActExecution {
       usage: finish?.usage,
       interrupted,
     };
+  }
+
+  /** {@link #callModel} as a `chat` span inside the run's span, when that span records. */
+  async #tracedModelCall(messageId: string, step: number): Promise<ModelTurn> {
+    const traced = startRunChildSpan(this.#ctx.runId, 'chat', {
+      'gen_ai.operation.name': 'chat',
+      'runplane.step': step,
+      'runplane.message.id': messageId,
+    });
+    if (traced === undefined) return this.#callModel(messageId, step);
+    const { span } = traced;
+    try {
+      const turn = await this.#callModel(messageId, step);
+      if (turn.usage !== undefined) {
+        span.setAttribute('gen_ai.usage.input_tokens', turn.usage.promptTokens);
+        span.setAttribute('gen_ai.usage.output_tokens', turn.usage.completionTokens);
+      }
+      if (turn.finishReason !== undefined) {
+        span.setAttribute('gen_ai.response.finish_reasons', [turn.finishReason]);
+      }
+      span.setAttribute('runplane.interrupted', turn.interrupted);
+      return turn;
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: describeError(error) });
+      throw error;
+    } finally {
+      traced.end();
+    }
   }
 
   #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn): void {

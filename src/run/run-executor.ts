@@ -26,6 +26,7 @@ import type {
 import { terminalRunStatuses } from '../../machines/run.types.js';
 import type { runMachine } from '../../machines/run.machine.js';
 import type { AgentServices } from '../agent/agent-services.js';
+import type { RunTelemetry } from '../observability/run-telemetry.js';
 import type { Clock } from '../clock.js';
 import { createAbortReason, InvalidArgumentError, RunCancelledError } from '../errors.js';
 import type { EventLog, SessionKey } from '../events/event-log.js';
@@ -60,6 +61,8 @@ export interface RunHost {
   ): AgentRun<TOutput>;
   /** The run settled: forget it. */
   onSettled(run: RunExecutor): void;
+  /** Spans and metrics (src/observability/run-telemetry.ts). */
+  readonly telemetry: RunTelemetry;
   reportError(error: unknown): void;
 }
 
@@ -200,6 +203,14 @@ export class RunExecutor implements RunContextHost {
     const before = this.#context()?.cancel;
     this.send({ type: 'run.cancel', request });
     const contributed = this.#context()?.cancel !== before;
+    if (contributed) {
+      this.host.telemetry.noted(this, 'cancel_requested', {
+        'runplane.cancel.mode': request.mode,
+        'runplane.cancel.cause': request.cause,
+        'runplane.cancel.reason': request.reason ?? '',
+        'runplane.cancel.recursive': request.recursive,
+      });
+    }
     return { contributed, outcome: this.#cancelOutcome() };
   }
 
@@ -209,15 +220,23 @@ export class RunExecutor implements RunContextHost {
     const before = this.#context();
     this.send({ type: 'run.interrupt', message, cause });
     const after = this.#context();
-    return (
-      after?.interruptRequested !== before?.interruptRequested || after?.cancel !== before?.cancel
-    );
+    const changed =
+      after?.interruptRequested !== before?.interruptRequested || after?.cancel !== before?.cancel;
+    if (changed) {
+      this.host.telemetry.noted(
+        this,
+        after?.cancel !== before?.cancel ? 'cancel_requested' : 'interrupt_requested',
+        { 'runplane.interrupt.cause': cause },
+      );
+    }
+    return changed;
   }
 
   /** Cancels at once with cause `signal` (an external AbortSignal fired). */
   cancelBySignal(reason: unknown): void {
     const text =
       reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : undefined;
+    this.host.telemetry.noted(this, 'cancel_requested', { 'runplane.cancel.cause': 'signal' });
     this.send({
       type: 'run.cancel',
       request: cancelledBy('signal', CancelMode.Immediate, text ?? 'external signal aborted'),
@@ -237,7 +256,9 @@ export class RunExecutor implements RunContextHost {
   execute(): void {
     const ctx = createRunContext(this);
     Promise.resolve()
-      .then(() => this.#agent.execute(this.#input, ctx))
+      .then(() =>
+        this.host.telemetry.inRunContext(this.id, () => this.#agent.execute(this.#input, ctx)),
+      )
       .then(
         (output) => this.send({ type: 'agent.done', output }),
         (error: unknown) => this.send({ type: 'agent.error', error }),
@@ -353,6 +374,7 @@ export class RunExecutor implements RunContextHost {
 
   reachSafePoint(kind: SafePointKind, state: unknown): void {
     if (state !== undefined) this.safePointState = state;
+    this.host.telemetry.noted(this, 'safe_point', { 'runplane.safe_point.kind': kind });
     const context = this.#context();
     // Only a pending safe-point cancel (RUNNING.cancelling) reacts to a safe point: with none
     // pending the event would be a no-op macrostep, and agents reach safe points often.

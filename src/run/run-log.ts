@@ -5,34 +5,37 @@
  * @module
  */
 import type { RunMachineContext, StatusChange } from '../../machines/run.types.js';
+import type { ModelUsage } from '../observability/run-telemetry.js';
 import { cancelInitiatorOf, interruptInitiatorOf } from './run-initiator.js';
 
 /**
  * @internal Appends the events of one status change, in log order: `session.run_queued` /
  * `session.run_started` (session runs only), `run.status {from, to}`, then `run.completed
- * {reason, initiator?}` (`initiator` when interrupted), `run.failed {error}` or `run.cancelled
+ * {reason, initiator?, usage?}` (`initiator` when interrupted; `usage` when the agent's model
+ * calls reported any), `run.failed {error}` or `run.cancelled
  * {cause, escalated, reason, initiator}` (who asked: `RunInitiator` in run-initiator.ts).
  *
  * @param append - logs one event of the run
  * @param context - the run's context as it leaves its status (its cancel request recorded)
  * @param change - `{ from, to }`
+ * @param usage - the run's model usage so far, for `run.completed`
  */
 export function logStatusChange(
   append: (type: string, payload: Record<string, unknown>) => void,
   context: RunMachineContext,
   { from, to, error }: StatusChange,
+  usage?: ModelUsage,
 ): void {
   const inSession = context.parentRunId === undefined;
   if (to === 'QUEUED' && inSession) append('session.run_queued', { run_id: context.runId });
   if (to === 'RUNNING' && inSession) append('session.run_started', { run_id: context.runId });
   append('run.status', { from, to });
   if (to === 'COMPLETED') {
-    append(
-      'run.completed',
-      context.interruptRequested
-        ? { reason: 'interrupted', initiator: interruptInitiatorOf(context) }
-        : { reason: 'completed' },
-    );
+    const payload: Record<string, unknown> = context.interruptRequested
+      ? { reason: 'interrupted', initiator: interruptInitiatorOf(context) }
+      : { reason: 'completed' };
+    if (usage !== undefined) payload.usage = usage;
+    append('run.completed', payload);
   } else if (to === 'FAILED') {
     const code = codeOf(error);
     append(

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { trace } from '@opentelemetry/api';
 import { createActor } from 'xstate';
 import { fromClockTimer } from '../../machines/clock-timer.js';
 import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
@@ -30,6 +31,9 @@ import { guardInspect } from '../guard-inspect.js';
 import { setInspectorOf } from './runtime-inspector.js';
 import { createRunId } from '../ids.js';
 import { createMemoryInbox } from '../inbox/memory-inbox.js';
+import { createOtelRunMetrics } from '../observability/run-metrics.js';
+import { RunTelemetry } from '../observability/run-telemetry.js';
+import { setTelemetryOf } from '../observability/runtime-telemetry.js';
 import { createRuntimeInbox } from '../inbox/runtime-inbox.js';
 import type { Agent } from '../run/agent.js';
 import { AgentRun } from '../run/agent-run.js';
@@ -102,6 +106,12 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   };
   // A throwing inspector is reported; it must not fail a run or session actor mid-transition.
   const inspect = guardInspect(options.inspect, reportError);
+  const telemetry = new RunTelemetry(
+    options.tracer ?? trace.getTracer('runplane'),
+    options.metrics ?? createOtelRunMetrics(),
+    clock,
+    reportError,
+  );
 
   /** Every run that has not settled, session runs and nested ones, by run id. */
   const executors = new Map<string, RunExecutor>();
@@ -145,6 +155,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
               ),
             context,
             change,
+            telemetry.usageOf(run.id),
           );
           if (terminalRunStatuses.has(change.to)) run.onTerminal(change.to);
         },
@@ -271,6 +282,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       );
       return;
     }
+    telemetry.logged(run, type, payload, event.at);
     if (listeners.size === 0) return;
     if (pendingNotifications.push([event, key]) === 1) queueMicrotask(flushNotifications);
   }
@@ -314,6 +326,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       itemIds: init.itemIds,
     });
     executors.set(init.runId, run);
+    telemetry.prepared(run);
     const handle = AgentRun.of<TOutput>(run);
     run.handle = handle;
     return [run, handle];
@@ -370,18 +383,21 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       parent.send({ type: 'run.spawn', runId, timeoutMs, at: clock.now() });
       if (!child.attached) {
         executors.delete(runId);
+        telemetry.settled(child);
         throw new SessionQueueFullError(parent.sessionId, maxQueuedRuns, parent.id);
       }
       return handle;
     },
     onSettled(run) {
       executors.delete(run.id);
+      telemetry.settled(run);
       const host = sessions.get(keyOf(run.ownerId, run.sessionId));
       if (host !== undefined) touch(host);
       // After this step: the session still has to hear of the run's end.
       if (shuttingDown()) queueMicrotask(notifyIfAllSettled);
     },
     reportError,
+    telemetry,
   };
 
   /** A run still live for exactly this owner and session (found through the session's system). */
@@ -584,6 +600,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       const actor = host.runActor(runId);
       if (actor === undefined) {
         executors.delete(runId);
+        telemetry.settled(run);
         throw new SessionQueueFullError(sessionId, maxQueuedRuns);
       }
       run.attach(actor);
@@ -607,5 +624,6 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     shutdown,
   };
   setInspectorOf(runtime, inspect);
+  setTelemetryOf(runtime, telemetry);
   return runtime;
 }

@@ -4,12 +4,14 @@
  *
  * @module
  */
+import type { Tracer } from '@opentelemetry/api';
 import type { InspectionEvent, Observer } from 'xstate';
 import { z } from 'zod';
 import type { SessionStrategy } from '../../machines/session.machine.js';
 import type { Clock } from '../clock.js';
 import type { EventLog } from '../events/event-log.js';
 import type { Inbox } from '../inbox/inbox.js';
+import type { RunMetrics } from '../observability/run-metrics.js';
 import type { Agent } from '../run/agent.js';
 import type { SessionStore } from '../stores/session-store.js';
 import {
@@ -65,6 +67,17 @@ export interface RuntimeOptions {
   readonly maxQueuedRuns?: number;
   /** Receives errors that must not escape: a throwing event listener, an actor bug. @default console.error */
   readonly reportError?: (error: unknown) => void;
+  /**
+   * The OpenTelemetry tracer of run spans (README "Observability"). Its spans record only under
+   * a registered tracer provider. @default trace.getTracer('runplane') (the global provider)
+   */
+  readonly tracer?: Tracer;
+  /**
+   * Where run measurements go (runs by status, active and queued runs, cancel → settled, model
+   * tokens). @default the OpenTelemetry metrics API (meter `runplane`; a no-op until an
+   * application registers an SDK)
+   */
+  readonly metrics?: RunMetrics;
 }
 
 /** Options of {@link Runtime.prepare}. */
@@ -133,6 +146,11 @@ export const runtimeOptionsSchema = z.strictObject({
       error: 'a function',
     })
     .optional(),
+  tracer: withMethods<Tracer>(['startSpan'], 'an OpenTelemetry Tracer (startSpan)').optional(),
+  metrics: withMethods<RunMetrics>(
+    ['runStatusChanged', 'runEnded', 'cancelSettled', 'modelTokens', 'preemptToNextTurn'],
+    'a RunMetrics (runStatusChanged, runEnded, cancelSettled, modelTokens, preemptToNextTurn)',
+  ).optional(),
 });
 
 /** @internal */

@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError, RunplaneError } from '../errors.js';
+import { logFormats, logLevels } from '../observability/logger.js';
 import { serveUntilSignal, startServer, type ServeOptions } from './serve.js';
 
 /** The options part of the help of `runplane serve` (`runplane --help` lists it too). */
@@ -44,6 +45,14 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --context-overflow <mode> older turns over the budget:     RUNPLANE_CONTEXT_OVERFLOW (default summary)
                             summary or drop
   --model-max-retries <n>   retries of a 429/5xx answer      RUNPLANE_MODEL_MAX_RETRIES (default 2)
+  --metrics-token <token>   serve GET /metrics on this port, RUNPLANE_METRICS_TOKEN (default: /metrics off)
+                            behind this bearer token
+  --metrics-port <port>     serve GET /metrics on a port     RUNPLANE_METRICS_PORT (default: /metrics off)
+                            of its own (with --metrics-token: behind it there too)
+  --log-format <format>     request and run-end lines: json, RUNPLANE_LOG_FORMAT (default json)
+                            pretty (for a terminal) or none
+  --log-level <level>       lowest level logged: fatal, error, RUNPLANE_LOG_LEVEL (default info)
+                            warn, info, debug, trace, silent
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
@@ -66,6 +75,21 @@ const integer = (name: string, text: string | undefined, min: number, max: numbe
     );
   }
   return value;
+};
+
+const oneOf = <T extends string>(
+  name: string,
+  text: string | undefined,
+  allowed: readonly T[],
+): T | undefined => {
+  if (text === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be one of ${allowed.join(', ')}, got ${JSON.stringify(text)}`,
+    );
+  }
+  return text as T;
 };
 
 /**
@@ -109,6 +133,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'max-tool-result-tokens': { type: 'string' },
       'context-overflow': { type: 'string' },
       'model-max-retries': { type: 'string' },
+      'metrics-token': { type: 'string' },
+      'metrics-port': { type: 'string' },
+      'log-format': { type: 'string' },
+      'log-level': { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
     },
@@ -132,11 +160,18 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       : confirmText.trim() === 'none'
         ? []
         : confirmText.split(',').map((name) => name.trim());
-  const overflow = pick('context-overflow', 'RUNPLANE_CONTEXT_OVERFLOW');
-  if (overflow !== undefined && overflow !== 'summary' && overflow !== 'drop') {
+  const overflow = oneOf(
+    'context-overflow',
+    pick('context-overflow', 'RUNPLANE_CONTEXT_OVERFLOW'),
+    ['summary', 'drop'] as const,
+  );
+  const logFormat = oneOf('log-format', pick('log-format', 'RUNPLANE_LOG_FORMAT'), logFormats);
+  const logLevel = oneOf('log-level', pick('log-level', 'RUNPLANE_LOG_LEVEL'), logLevels);
+  const metricsToken = values['metrics-token'] ?? env.RUNPLANE_METRICS_TOKEN;
+  if (metricsToken !== undefined && metricsToken.trim() === '') {
     throw new InvalidArgumentError(
-      'context-overflow',
-      `expected \`context-overflow\` to be summary or drop, got ${JSON.stringify(overflow)}`,
+      'metrics-token',
+      'expected `--metrics-token` or RUNPLANE_METRICS_TOKEN to be a token, got an empty value (leave it unset for no /metrics)',
     );
   }
   const baseURL = pick('openai-base-url', 'OPENAI_BASE_URL');
@@ -258,6 +293,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       0,
       10,
     ),
+    metricsToken,
+    metricsPort: integer('metrics-port', pick('metrics-port', 'RUNPLANE_METRICS_PORT'), 0, 65_535),
+    logFormat,
+    logLevel,
     openai:
       baseURL === undefined || model === undefined
         ? undefined
@@ -288,7 +327,8 @@ export async function runServeCommand(
   }
   let server;
   try {
-    server = await startServer(options);
+    // The command logs JSON lines unless told otherwise; `startServer` alone logs none.
+    server = await startServer({ ...options, logFormat: options.logFormat ?? 'json' });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`runplane serve: ${message}\n`);

@@ -10,6 +10,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import type Database from 'better-sqlite3';
 import { createOpenAIModel } from '../agent/openai-model.js';
 import type { Clock } from '../clock.js';
+import type { LogFormat, LogLevel } from '../observability/logger.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Agent } from '../run/agent.js';
 import { createRuntime, type Runtime } from '../runtime/create-runtime.js';
@@ -44,6 +45,7 @@ import {
   type RequestHead,
 } from './connections.js';
 import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
+import { createServeObservability } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
@@ -146,6 +148,22 @@ export interface ServeOptions {
   readonly log?: (line: string) => void;
   /** Receives unexpected errors. @default console.error */
   readonly reportError?: (error: unknown) => void;
+  /**
+   * Serve `GET /metrics` (Prometheus text) on the main port, behind this bearer token (not a
+   * user token). @default none: `/metrics` is off unless this or `metricsPort` is given
+   */
+  readonly metricsToken?: string;
+  /** Serve `GET /metrics` on a listener of its own on this port (0: any free one). @default none */
+  readonly metricsPort?: number;
+  /**
+   * One line per request and per run end: `json` (pino JSON lines), `pretty` (for a terminal)
+   * or `none`. The startup lines go to `log` either way. @default 'none' (`runplane serve`: 'json')
+   */
+  readonly logFormat?: LogFormat;
+  /** The lowest level logged. @default 'info' */
+  readonly logLevel?: LogLevel;
+  /** Where request and run lines go. @default stdout */
+  readonly logDestination?: { write(line: string): void };
 }
 
 /** A running server. */
@@ -156,6 +174,8 @@ export interface RunningServer {
   readonly port: number;
   /** The dev token, when no tokens were configured. */
   readonly devToken: string | undefined;
+  /** Where `GET /metrics` answers, when it is on (`metricsToken` or `metricsPort`). */
+  readonly metricsUrl: string | undefined;
   /** Runs the previous process left unfinished, now FAILED with cause `crashed`. */
   readonly recovered: readonly CrashedRun[];
   readonly runtime: Runtime;
@@ -253,6 +273,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       `expected \`retentionDays\` to be a positive number of days, got ${String(options.retentionDays)}`,
     );
   }
+  const observability = createServeObservability(options);
   // Before the database opens: a second server on this file stops here, touching nothing.
   const lock = lockSqliteDatabase(dbPath);
   let db: ReturnType<typeof openSqliteDatabase>;
@@ -269,10 +290,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     // Loop sessions checkpoint their TurnLoops here at shutdown (a table of the same file).
     checkpoints =
       dbPath === ':memory:' ? undefined : createSqliteCheckpointStore({ filename: dbPath });
-    const eventLog = createSqliteEventLog({
-      database: db,
-      tail: { bytes: options.eventTailBytes },
-    });
+    const eventLog = observability.countAppends(
+      createSqliteEventLog({ database: db, tail: { bytes: options.eventTailBytes } }),
+    );
     const sessionStore = createSqliteSessionStore({ database: db });
     const inbox = createSqliteInbox({ database: db });
     const sessions = createSqliteSessionRecords({ database: db });
@@ -289,6 +309,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       reportError,
       maxRunningRunsPerOwner: options.maxRunningRunsPerOwner ?? 8,
       maxConcurrentRuns: options.maxConcurrentRuns,
+      metrics: observability.runMetrics,
     });
     const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
     const agent =
@@ -353,20 +374,25 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       checkpointStore: checkpoints,
     });
     const running = service;
+    observability.readOpenStreams(() => running.openStreams);
+    const observed = observability.observe((request) => running.fetch(request));
 
     const server = createAdaptorServer({
       // Node would answer an HTTP/1.1 request without Host itself, with a bare 400.
       fetch: (request: Request, env: { incoming: RequestHead }) =>
-        missingHostAnswer(env.incoming) ?? running.fetch(request),
+        missingHostAnswer(env.incoming) ?? observed(request),
       hostname: host,
       serverOptions: { requireHostHeader: false },
     }) as Server;
     const tracker = trackConnections(server);
     answerClientErrorsAsJson(server);
     let address: AddressInfo;
+    let metricsUrl: string | undefined;
     try {
       address = await listen(server, port, host);
+      metricsUrl = await observability.listen(host, address);
     } catch (error) {
+      await stopListening(server);
       await runtime.shutdown({ graceMs: 0 });
       throw error;
     }
@@ -401,6 +427,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       log(`  resumed ${resumedLoops} loop session(s) from their checkpoint and log`);
     }
 
+    if (metricsUrl !== undefined) {
+      log(
+        `  metrics: ${metricsUrl}${options.metricsToken === undefined ? '' : ' (bearer: the metrics token)'}`,
+      );
+    }
     // Last, so that a reader waiting for it has every line above.
     log(`runplane serve: listening on ${url}`);
 
@@ -420,6 +451,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         running.closeStreams();
         await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
         await sweep.stop();
+        await observability.close();
         running.close();
         eventLog.close();
         checkpoints?.close();
@@ -435,12 +467,14 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       host,
       port: address.port,
       devToken,
+      metricsUrl,
       recovered,
       runtime,
       service: running,
       shutdown,
     };
   } catch (error) {
+    await observability.close();
     await sweeper?.stop();
     service?.close();
     checkpoints?.close();

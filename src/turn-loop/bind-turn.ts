@@ -17,6 +17,8 @@ import type {
 } from '../../machines/turn-loop.types.js';
 import { InvalidArgumentError, isCancellation } from '../errors.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
+import { telemetryOf } from '../observability/runtime-telemetry.js';
+import { TurnSpans } from '../observability/turn-spans.js';
 import type { Agent } from '../run/agent.js';
 import { executorOf, type AgentRun } from '../run/agent-run.js';
 import { partitionItems } from './partition-items.js';
@@ -75,6 +77,7 @@ export function bindTurn<TItem, TInput>(
 ): BoundTurns<TItem> {
   const { runtime, ownerId, sessionId } = config;
   const hosts = new Map<string, TurnHost<TItem>>();
+  const spans = new TurnSpans(telemetryOf(runtime), sessionId);
   const hostOf = (turnId: string): TurnHost<TItem> => {
     let host = hosts.get(turnId);
     if (host === undefined) {
@@ -196,6 +199,7 @@ export function bindTurn<TItem, TInput>(
       // never runs inside a loop step (it may push). A stop stops this logic: its signal (built
       // only if read) aborts and nothing is called after.
       planTurn: fromCallback<EventObject, TurnInput>(({ input, sendBack }) => {
+        spans.begin(input.turnId);
         const planning = new LazyAbortController();
         let live = true;
         const plan = async (): Promise<TurnPlan | undefined> => {
@@ -273,15 +277,17 @@ export function bindTurn<TItem, TInput>(
         let run: AgentRun<unknown> | undefined;
         try {
           const { itemIdOf } = config;
-          run = runtime.prepare({
-            ownerId,
-            sessionId,
-            agent: host.agent as Agent<unknown, unknown>,
-            input: plan.input,
-            ...(itemIdOf === undefined
-              ? {}
-              : { itemIds: plan.consumed.map((item) => itemIdOf(item as TItem)) }),
-          });
+          run = spans.prepare(turnId, () =>
+            runtime.prepare({
+              ownerId,
+              sessionId,
+              agent: host.agent as Agent<unknown, unknown>,
+              input: plan.input,
+              ...(itemIdOf === undefined
+                ? {}
+                : { itemIds: plan.consumed.map((item) => itemIdOf(item as TItem)) }),
+            }),
+          );
           host.run = run; // code run by start() (an inspector) may stop the loop: `leave` cancels it
           run.start();
         } catch (error) {
@@ -292,6 +298,7 @@ export function bindTurn<TItem, TInput>(
           return { runId: undefined, startError: error };
         }
         const started = run;
+        spans.started(turnId, started.id, plan.consumed.length);
         host.agent = undefined;
         host.context = {
           turnId,
@@ -324,6 +331,7 @@ export function bindTurn<TItem, TInput>(
           ? { ...request, mode: CancelMode.Immediate, deadlineAt: undefined, recursive: true }
           : request;
         const contributed = run !== undefined && executorOf(run).cancelWith(sent).contributed;
+        if (contributed && event.by === 'preempt') spans.preempted(context.input.turnId);
         return { lastCancel: { by: event.by, contributed, reason: event.request.reason } };
       }),
       // Listeners run after this step, so they may push.
@@ -335,7 +343,10 @@ export function bindTurn<TItem, TInput>(
         const host = hosts.get(context.input.turnId);
         if (host !== undefined) queueMicrotask(() => host.stopped.abort(reason));
       },
-      forgetTurn: (_, turnId) => hosts.delete(turnId),
+      forgetTurn: (_, turnId) => {
+        hosts.delete(turnId);
+        spans.end(turnId);
+      },
     },
   });
 
@@ -345,10 +356,14 @@ export function bindTurn<TItem, TInput>(
     leave(turnId) {
       const run = hosts.get(turnId)?.run;
       hosts.delete(turnId);
+      spans.end(turnId);
       if (run !== undefined && !terminalRunStatuses.has(run.status)) {
         cancelNow(run, 'turn loop stopped');
       }
     },
-    clear: () => hosts.clear(),
+    clear: () => {
+      hosts.clear();
+      spans.clear();
+    },
   };
 }

@@ -376,7 +376,7 @@ describe('parseServeArgs', () => {
     });
     expect(parseServeArgs(['--rate-limit', '0'], {}).rateLimitPerSecond).toBe(0);
     expect(() => parseServeArgs(['--context-overflow', 'fold'], {})).toThrow(
-      /`context-overflow` to be summary or drop, got "fold"/,
+      /`context-overflow` to be one of summary, drop, got "fold"/,
     );
     expect(() => parseServeArgs(['--retention-days', '0'], {})).toThrow(/`retention-days`/);
     expect(() => parseServeArgs(['--rate-limit', 'x'], {})).toThrow(/`rate-limit`/);

@@ -1,0 +1,64 @@
+/**
+ * `GET /metrics`: the server's Prometheus metrics in the text exposition format (README
+ * "Observability"). Off unless `runplane serve` is given `--metrics-token` (on the main port,
+ * behind that bearer token) or `--metrics-port` (a listener of its own).
+ *
+ * @module
+ */
+import type { Registry } from 'prom-client';
+import { timingSafeEqual } from 'node:crypto';
+
+const json = (
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+) =>
+  new Response(JSON.stringify({ error: { code, message } }), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
+
+const sameToken = (given: string, expected: string): boolean => {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+/**
+ * Creates the handler of `GET /metrics`.
+ *
+ * @param registry - what it renders
+ * @param token - the bearer token a scrape must send; `undefined`: none (its own port)
+ * @returns `fetch(request) → response`: 200 text, 401 `unauthorized` (with
+ *   `WWW-Authenticate`), 405 `method_not_allowed` (with `Allow`), 404 `not_found` for another
+ *   path
+ */
+export function createMetricsHandler(
+  registry: Registry,
+  token: string | undefined,
+): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const { pathname } = new URL(request.url);
+    if (pathname !== '/metrics') return json(404, 'not_found', 'no such route');
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      return json(405, 'method_not_allowed', `${request.method} is not allowed here`, {
+        allow: 'GET, HEAD',
+      });
+    }
+    if (token !== undefined) {
+      const header = request.headers.get('authorization') ?? '';
+      const given = header.startsWith('Bearer ') ? header.slice(7).trim() : '';
+      if (!sameToken(given, token)) {
+        return json(401, 'unauthorized', 'a valid metrics bearer token is required', {
+          'www-authenticate': 'Bearer realm="runplane-metrics"',
+        });
+      }
+    }
+    const body = await registry.metrics();
+    return new Response(request.method === 'HEAD' ? null : body, {
+      status: 200,
+      headers: { 'content-type': registry.contentType },
+    });
+  };
+}

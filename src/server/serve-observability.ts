@@ -1,0 +1,219 @@
+/**
+ * The observability of `runplane serve` (README "Observability"): trace context from each
+ * request's `traceparent` (the W3C propagator) into the runs it starts, one pino line per
+ * request and per run end, and the Prometheus metrics at `GET /metrics`, which is off unless
+ * a metrics token (on the main port) or a metrics port (a listener of its own) is given.
+ *
+ * @module
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  trace,
+  TraceFlags,
+  type TextMapGetter,
+} from '@opentelemetry/api';
+import type { DestinationStream, Logger } from 'pino';
+import { InvalidArgumentError } from '../errors.js';
+import type { EventLog } from '../events/event-log.js';
+import { registerTraceContext } from '../observability/async-context.js';
+import { createServeLogger, type LogFormat, type LogLevel } from '../observability/logger.js';
+import { createPrometheusMetrics } from '../observability/prometheus-metrics.js';
+import {
+  createOtelRunMetrics,
+  type EndedRun,
+  type RunMetrics,
+} from '../observability/run-metrics.js';
+import { listen, stopListening } from './connections.js';
+import { createMetricsHandler } from './routes/metrics.js';
+
+/** @internal What {@link createServeObservability} needs. */
+export interface ServeObservabilityOptions {
+  /** Serve `/metrics` on the main port, behind this bearer token. */
+  readonly metricsToken?: string | undefined;
+  /** Serve `/metrics` on a listener of its own on this port (0: any free one). */
+  readonly metricsPort?: number | undefined;
+  readonly logFormat?: LogFormat | undefined;
+  readonly logLevel?: LogLevel | undefined;
+  readonly logDestination?: DestinationStream | undefined;
+}
+
+const headerGetter: TextMapGetter<Headers> = {
+  get: (headers, key) => headers.get(key) ?? undefined,
+  keys: (headers) => {
+    const keys: string[] = [];
+    headers.forEach((_value, key) => keys.push(key));
+    return keys;
+  },
+};
+
+/** @internal The serve side of observability: one per server. */
+export interface ServeObservability {
+  /** The runtime's metrics sink (`createRuntime({ metrics })`). */
+  readonly runMetrics: RunMetrics;
+  readonly logger: Logger | undefined;
+  /** Wraps the service's fetch: trace context, request lines, `/metrics` on the main port. */
+  observe(
+    fetch: (request: Request) => Response | Promise<Response>,
+  ): (request: Request) => Promise<Response>;
+  /** Counts the appends of `eventLog` (for `runplane_event_log_appends_total`). */
+  countAppends<T extends EventLog>(eventLog: T): T;
+  /** Where SSE stream counts come from (read at each scrape). */
+  readOpenStreams(read: () => number): void;
+  /**
+   * Starts the metrics listener, if a metrics port was given.
+   *
+   * @param main - the main listener's address
+   * @returns the URL of `/metrics`, or `undefined` when it is off
+   */
+  listen(host: string, main: AddressInfo): Promise<string | undefined>;
+  /** Stops the metrics listener. */
+  close(): Promise<void>;
+}
+
+const urlOf = (address: AddressInfo) =>
+  `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}/metrics`;
+
+/**
+ * Creates the observability of one server (see the module note).
+ *
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `metricsPort` or an empty
+ *   `metricsToken`
+ * @internal
+ */
+export function createServeObservability(options: ServeObservabilityOptions): ServeObservability {
+  const { metricsPort, metricsToken } = options;
+  if (
+    metricsPort !== undefined &&
+    !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort <= 65_535)
+  ) {
+    throw new InvalidArgumentError(
+      'metricsPort',
+      `expected \`metricsPort\` to be 0-65535, got ${String(metricsPort)}`,
+    );
+  }
+  if (metricsToken !== undefined && metricsToken.trim() === '') {
+    throw new InvalidArgumentError(
+      'metricsToken',
+      'expected `metricsToken` to be a non-empty token, got an empty value',
+    );
+  }
+  registerTraceContext();
+  const logger = createServeLogger(options.logFormat ?? 'none', {
+    level: options.logLevel,
+    destination: options.logDestination,
+  });
+  const enabled = options.metricsToken !== undefined || options.metricsPort !== undefined;
+  let openStreams = () => 0;
+  const logRunEnd = (status: string, cause: string, run: EndedRun) =>
+    logger?.[status === 'FAILED' ? 'warn' : 'info'](
+      {
+        run_id: run.runId,
+        owner_id: run.ownerId,
+        session_id: run.sessionId,
+        status,
+        cause,
+        ...(run.usage === undefined ? {} : { usage: run.usage }),
+        ...(run.traceId === undefined ? {} : { trace_id: run.traceId }),
+      },
+      'run ended',
+    );
+  const prometheus = enabled
+    ? createPrometheusMetrics({ openStreams: () => openStreams(), onRunEnded: logRunEnd })
+    : undefined;
+  const otel = createOtelRunMetrics();
+  const runMetrics: RunMetrics = prometheus?.runMetrics ?? {
+    ...otel,
+    runEnded(status, cause, run) {
+      otel.runEnded(status, cause, run);
+      logRunEnd(status, cause, run);
+    },
+  };
+  const metricsHandler =
+    prometheus === undefined
+      ? undefined
+      : createMetricsHandler(prometheus.registry, options.metricsToken);
+  const onMainPort = options.metricsPort === undefined ? metricsHandler : undefined;
+  let server: Server | undefined;
+
+  const logRequest = (
+    request: Request,
+    status: number,
+    startedAt: number,
+    traceId: string | undefined,
+  ) => {
+    if (logger === undefined) return;
+    const { pathname } = new URL(request.url);
+    logger[status >= 500 ? 'error' : 'info'](
+      {
+        method: request.method,
+        path: pathname,
+        status,
+        duration_ms: Math.round((performance.now() - startedAt) * 1_000) / 1_000,
+        ...(traceId === undefined ? {} : { trace_id: traceId }),
+      },
+      'request',
+    );
+  };
+
+  return {
+    runMetrics,
+    logger,
+    observe(fetch) {
+      return async (request) => {
+        const startedAt = performance.now();
+        const parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
+        const incoming = trace.getSpanContext(parent);
+        // A trace the caller records (its sampled flag is set); none otherwise.
+        const traceId =
+          incoming !== undefined && (incoming.traceFlags & TraceFlags.SAMPLED) !== 0
+            ? incoming.traceId
+            : undefined;
+        let status = 500;
+        try {
+          const response =
+            onMainPort !== undefined && new URL(request.url).pathname === '/metrics'
+              ? await onMainPort(request)
+              : await context.with(parent, () => fetch(request));
+          status = response.status;
+          return response;
+        } finally {
+          logRequest(request, status, startedAt, traceId);
+        }
+      };
+    },
+    countAppends(eventLog) {
+      if (prometheus === undefined) return eventLog;
+      const append = eventLog.append.bind(eventLog);
+      eventLog.append = (ctx, key, event) => {
+        const stored = append(ctx, key, event);
+        prometheus.eventAppended();
+        return stored;
+      };
+      return eventLog;
+    },
+    readOpenStreams(read) {
+      openStreams = read;
+    },
+    async listen(host, main) {
+      if (metricsHandler === undefined) return undefined;
+      if (metricsPort === undefined) return urlOf(main);
+      const handler = metricsHandler;
+      server = createAdaptorServer({
+        fetch: (request: Request) => handler(request),
+        hostname: host,
+      }) as Server;
+      return urlOf(await listen(server, metricsPort, host));
+    },
+    async close() {
+      if (server === undefined) return;
+      const stopped = stopListening(server);
+      server.closeAllConnections();
+      await stopped;
+    },
+  };
+}

@@ -1,0 +1,17 @@
+/** The parser has no types of its own: the shape of what it returns (prom2json's). */
+declare module 'parse-prometheus-text-format' {
+  interface ParsedSample {
+    readonly value?: string;
+    readonly labels?: Record<string, string>;
+    readonly buckets?: Record<string, string>;
+    readonly count?: string;
+    readonly sum?: string;
+  }
+  interface ParsedFamily {
+    readonly name: string;
+    readonly help: string;
+    readonly type: 'COUNTER' | 'GAUGE' | 'HISTOGRAM' | 'SUMMARY' | 'UNTYPED';
+    readonly metrics: readonly ParsedSample[];
+  }
+  export default function parsePrometheusTextFormat(text: string): ParsedFamily[];
+}

@@ -1,0 +1,172 @@
+/**
+ * `runplane serve` observability on a real socket (README "Observability"): a `traceparent`
+ * becomes the parent of the run its request starts, `/metrics` is scraped and parsed by a
+ * Prometheus text parser (behind its token on the main port, or on a port of its own), and
+ * pino writes one JSON line per request and per run end, with the trace id.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { trace } from '@opentelemetry/api';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createReActAgent, createScriptedModel, type RunplaneEvent } from '../../src/index.js';
+import { startServer, type RunningServer } from '../../src/server/serve.js';
+import { createSpanRecorder } from './span-recorder.js';
+
+const TOKEN = 'obs-user-token';
+const METRICS_TOKEN = 'obs-metrics-token';
+const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+const callerSpanId = '00f067aa0ba902b7';
+
+const recorder = createSpanRecorder();
+beforeAll(() => trace.setGlobalTracerProvider(recorder.provider));
+afterAll(() => trace.disable());
+
+let server: RunningServer | undefined;
+let dir: string | undefined;
+afterEach(async () => {
+  await server?.shutdown({ graceMs: 0 });
+  server = undefined;
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+const boot = async (options: Parameters<typeof startServer>[0]) => {
+  dir = mkdtempSync(join(tmpdir(), 'runplane-obs-'));
+  const lines: string[] = [];
+  const logged: Array<Record<string, unknown>> = [];
+  server = await startServer({
+    port: 0,
+    dbPath: join(dir, 'runplane.db'),
+    tokens: `${TOKEN}:alice`,
+    log: (line) => lines.push(line),
+    logFormat: 'json',
+    logDestination: { write: (line) => logged.push(JSON.parse(line) as Record<string, unknown>) },
+    agent: createReActAgent({
+      model: createScriptedModel([
+        { text: 'Hello.', usage: { promptTokens: 42, completionTokens: 2, totalTokens: 44 } },
+      ]),
+    }),
+    ...options,
+  });
+  return { server, lines, logged };
+};
+
+/** Starts one run over the socket with a sampled `traceparent`; resolves when it completed. */
+async function runOne(s: RunningServer) {
+  const completed = new Promise<RunplaneEvent>((resolve) =>
+    s.runtime.onEvent((event) => {
+      if (event.type === 'run.completed') resolve(event);
+    }),
+  );
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  const session = await fetch(`${s.url}/api/sessions`, { method: 'POST', headers, body: '{}' });
+  const { session_id: sessionId } = (await session.json()) as { session_id: string };
+  const sent = await fetch(`${s.url}/api/sessions/${sessionId}/events`, {
+    method: 'POST',
+    headers: { ...headers, traceparent: `00-${traceId}-${callerSpanId}-01` },
+    body: JSON.stringify({ events: [{ type: 'user.message', payload: { text: 'hi' } }] }),
+  });
+  expect(sent.status).toBe(200);
+  const event = await completed;
+  // The span ends once the run has settled, right after its end is logged.
+  await s.runtime.session('alice', sessionId).onIdle();
+  return { sessionId, event };
+}
+
+const sampleOf = (text: string, name: string, labels: Record<string, string> = {}) =>
+  parsePrometheusTextFormat(text)
+    .find((family) => family.name === name)
+    ?.metrics.find((sample) =>
+      Object.entries(labels).every(([key, value]) => sample.labels?.[key] === value),
+    );
+
+describe('runplane serve observability', () => {
+  it('a traceparent parents the run; /metrics behind its token; JSON lines per request and run end', async () => {
+    const { server: s, lines, logged } = await boot({ metricsToken: METRICS_TOKEN });
+    expect(s.metricsUrl).toBe(`${s.url}/metrics`);
+    expect(lines).toContain(`  metrics: ${s.url}/metrics (bearer: the metrics token)`);
+    const { event } = await runOne(s);
+    expect(event.payload).toEqual({
+      reason: 'completed',
+      usage: { input_tokens: 42, output_tokens: 2 },
+    });
+
+    const runSpan = recorder
+      .spans()
+      .find((span) => span.attributes['runplane.run.id'] === event.runId);
+    expect(runSpan?.spanContext().traceId).toBe(traceId);
+    expect(runSpan?.parentSpanContext?.spanId).toBe(callerSpanId);
+    expect(runSpan?.parentSpanContext?.isRemote).toBe(true);
+    expect(runSpan?.attributes['gen_ai.usage.input_tokens']).toBe(42);
+
+    // Off for a user token, on for the metrics token.
+    const denied = await fetch(`${s.url}/metrics`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(denied.status).toBe(401);
+    expect(await denied.json()).toMatchObject({ error: { code: 'unauthorized' } });
+    const scraped = await fetch(`${s.url}/metrics`, {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+    });
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = await scraped.text();
+    expect(sampleOf(text, 'runplane_runs_started_total')?.value).toBe('1');
+    expect(
+      sampleOf(text, 'runplane_runs_ended_total', { status: 'COMPLETED', cause: 'completed' })
+        ?.value,
+    ).toBe('1');
+    expect(sampleOf(text, 'runplane_runs_active')?.value).toBe('0');
+    expect(sampleOf(text, 'runplane_model_tokens_total', { type: 'input' })?.value).toBe('42');
+    expect(sampleOf(text, 'runplane_model_tokens_total', { type: 'output' })?.value).toBe('2');
+    expect(
+      Number(sampleOf(text, 'runplane_event_log_appends_total')?.value),
+    ).toBeGreaterThanOrEqual(5);
+    expect(sampleOf(text, 'runplane_sse_streams_open')?.value).toBe('0');
+
+    const requestLine = logged.find(
+      (line) =>
+        line.msg === 'request' && line.method === 'POST' && String(line.path).endsWith('/events'),
+    );
+    expect(requestLine).toMatchObject({
+      level: 30,
+      status: 200,
+      trace_id: traceId,
+      service: 'runplane',
+    });
+    expect(typeof requestLine?.duration_ms).toBe('number');
+    expect(
+      logged.find((line) => line.msg === 'request' && line.path === '/api/sessions'),
+    ).not.toHaveProperty('trace_id');
+    expect(logged.find((line) => line.msg === 'run ended')).toMatchObject({
+      level: 30,
+      run_id: event.runId,
+      owner_id: 'alice',
+      status: 'COMPLETED',
+      cause: 'completed',
+      usage: { input_tokens: 42, output_tokens: 2 },
+      trace_id: traceId,
+    });
+  });
+
+  it('/metrics on a port of its own; off by default', async () => {
+    const { server: s } = await boot({ metricsPort: 0 });
+    expect(s.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    expect(s.metricsUrl).not.toBe(`${s.url}/metrics`);
+    await runOne(s);
+    const text = await (await fetch(s.metricsUrl ?? '')).text();
+    expect(sampleOf(text, 'runplane_runs_started_total')?.value).toBe('1');
+    // Not on the main port: the service's own 404.
+    expect((await fetch(`${s.url}/metrics`)).status).toBe(404);
+    await s.shutdown({ graceMs: 0 });
+    server = undefined;
+
+    const { server: plain } = await boot({});
+    expect(plain.metricsUrl).toBeUndefined();
+    const answer = await fetch(`${plain.url}/metrics`, {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+    });
+    expect(answer.status).toBe(404);
+  });
+});
