@@ -63,7 +63,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/require-await': 'off' },
   },
   {
-    files: ['eslint.config.js'],
+    files: ['eslint.config.js', 'stryker.config.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

@@ -40,6 +40,7 @@ export {
   getReplayPaths,
   getStatePaths,
   PathMismatchError,
+  PathMismatchesError,
   replayPaths,
   withReactions,
 } from './replay-paths.js';

@@ -21,7 +21,9 @@ export { RaceInvariantError } from './race-world.js';
 /** Options of {@link runRaceProperty}. Every field is optional. */
 export interface RacePropertyOptions {
   /**
-   * How many command sequences to run. @default `RACE_RUNS` from the environment, else 200
+   * How many command sequences to run when `RACE_RUNS` is not set: `RACE_RUNS` from the
+   * environment always wins, so a suite can be run longer (or shorter, under mutation) without
+   * editing it. @default 200
    */
   readonly numRuns?: number;
   /** Seed of the run to replay. @default `RACE_SEED` from the environment, else random */
@@ -46,7 +48,10 @@ export interface RacePropertyOptions {
   readonly strategies?: readonly SessionStrategy[];
   /** The `maxConcurrentRuns` the factory configured, checked as an invariant. @default none */
   readonly maxConcurrentRuns?: number;
-  /** Where a failure report is written besides the thrown error. @default console.error */
+  /**
+   * Also hands the failure report here; the report is always the thrown error's message, so
+   * leave this unset to see it once. @default none
+   */
   readonly log?: (report: string) => void;
 }
 
@@ -170,7 +175,7 @@ export async function checkProperty(
   },
 ): Promise<RaceReport> {
   const fc = await loadFastCheck();
-  const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
+  const numRuns = envNumber('RACE_RUNS') ?? options.numRuns ?? 200;
   const seed =
     options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
   const path = options.path ?? envString('RACE_PATH');
@@ -218,7 +223,7 @@ export async function checkProperty(
         ...(settings.length === 0 ? [] : [`  settings: ${JSON.stringify(settings)}`]),
         `  interleaving: ${describe(scheduler)}`,
       ].join('\n');
-      (options.log ?? ((text: string) => console.error(text)))(report);
+      options.log?.(report);
       throw new Error(report, { cause: details.errorInstance });
     }
     return { numRuns: details.numRuns, seed: details.seed };
