@@ -25,6 +25,7 @@ export default {
   ignoreStatic: true,
   concurrency: 2,
   timeoutMS: 20_000,
+  dryRunTimeoutMinutes: 20,
   reporters: ['clear-text', 'progress', 'json'],
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   tempDirName: '.stryker-tmp',

@@ -6,8 +6,11 @@
  */
 import type fc from 'fast-check';
 import type { SessionStrategy } from '../../machines/session.machine.js';
+import type { AgentContractOptions } from './agent-contract.js';
+import { AgentWorld, agentCommands, type AgentUnderTest } from './agent-race.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
 import { loadFastCheck } from './fast-check.js';
+import { createTestClock } from './test-clock.js';
 import {
   RaceWorld,
   type RaceAgentKind,
@@ -48,6 +51,18 @@ export interface RacePropertyOptions {
   readonly strategies?: readonly SessionStrategy[];
   /** The `maxConcurrentRuns` the factory configured, checked as an invariant. @default none */
   readonly maxConcurrentRuns?: number;
+  /**
+   * Your own agent (or a factory of it, given the sequence's clock and a scripted model): the
+   * property then starts runs of it, cancels them in every mode, interrupts them, moves the
+   * clock and shuts down, and checks the agent contract (see {@link AgentContractOptions} and
+   * README "Testing your agents") after every step, instead of driving its puppet agents.
+   * @default none (the puppet agents)
+   */
+  readonly agent?: AgentUnderTest<never>;
+  /** Each run's input for `agent`. @default the run id */
+  readonly input?: (runId: string) => unknown;
+  /** The agent contract's bounds, with `agent`. @default `settleWithinMs` 1000, no safe-point bound */
+  readonly contract?: AgentContractOptions;
   /**
    * Also hands the failure report here; the report is always the thrown error's message, so
    * leave this unset to see it once. @default none
@@ -121,10 +136,42 @@ export async function runRaceProperty(
   const sessions = options.sessions ?? ['s1', 's2'];
   const ownerId = options.ownerId ?? 'owner';
   const fc = await loadFastCheck();
+  const strategies = options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'];
+  if (options.agent !== undefined) {
+    const agentOptions = {
+      ...options.contract,
+      agent: options.agent as AgentUnderTest<unknown>,
+      input: options.input ?? ((runId: string) => runId),
+      ownerId,
+      sessions,
+    };
+    const commands = agentCommands(fc, sessions.length, strategies);
+    return checkProperty(
+      ({ maxCommands, replayPath, settleRejections }) =>
+        fc.asyncProperty(
+          fc.scheduler(),
+          fc.commands(commands, {
+            maxCommands,
+            size: 'max',
+            ...(replayPath === undefined ? {} : { replayPath }),
+          }),
+          async (_scheduler, cmds) => {
+            const world = new AgentWorld(factory, createTestClock(), agentOptions);
+            await fc.asyncModelRun(
+              () => ({ model: { runs: 0, shutdown: false }, real: world }),
+              cmds,
+            );
+            await world.finish();
+            await settleRejections(world.trace);
+          },
+        ),
+      { ...options, maxCommandsDefault: 25 },
+    );
+  }
   const commands = raceCommands(fc, {
     sessions: sessions.length,
     agents: options.agents ?? ['honours-signal', 'ignores-signal'],
-    strategies: options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'],
+    strategies,
   });
   return checkProperty(
     ({ replayPath, maxCommands, settleRejections }) =>
