@@ -10,6 +10,9 @@ export default tseslint.config(
       'coverage/',
       'scratch/',
       'test-artifacts/',
+      // npm run mutate: Stryker's sandbox and report.
+      '.stryker-tmp/',
+      'reports/',
     ],
   },
   js.configs.recommended,
