@@ -10,6 +10,9 @@ export default tseslint.config(
       'coverage/',
       'scratch/',
       'test-artifacts/',
+      // npm run mutate: Stryker's sandbox and report.
+      '.stryker-tmp/',
+      'reports/',
     ],
   },
   js.configs.recommended,
@@ -63,7 +66,7 @@ export default tseslint.config(
     rules: { '@typescript-eslint/require-await': 'off' },
   },
   {
-    files: ['eslint.config.js'],
+    files: ['eslint.config.js', 'stryker.config.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

@@ -12,6 +12,8 @@
  *   interrupt, timeouts, agent results, session interrupts, cancelAll and shutdown at a runtime
  *   you build, with fast-check's scheduler, and checks runplane's invariants after every step.
  *   A failure names its seed and path; `RACE_SEED`, `RACE_PATH` and `RACE_REPLAY_PATH` replay it.
+ *   Given your own agent (`{ agent }`), it drives that agent instead and checks the agent
+ *   contract ({@link AgentInvariant}) with no model of yours.
  * - {@link runTurnLoopRaceProperty} does the same for TurnLoops: pushes (preempt, strategy, bursts,
  *   late), stops of each mode, agent results, checkpoint and restart, with item conservation.
  * - {@link getReplayPaths} / {@link replayPaths} generate shortest and simple paths through any
@@ -40,6 +42,7 @@ export {
   getReplayPaths,
   getStatePaths,
   PathMismatchError,
+  PathMismatchesError,
   replayPaths,
   withReactions,
 } from './replay-paths.js';
@@ -63,5 +66,7 @@ export type {
   RaceReport,
   RaceRuntimeFactory,
 } from './race-property.js';
+export type { AgentKit, AgentUnderTest } from './agent-race.js';
+export type { AgentContractOptions, AgentInvariant } from './agent-contract.js';
 export { runTurnLoopRaceProperty } from './turn-loop-race.js';
 export type { TurnLoopRacePropertyOptions } from './turn-loop-race.js';

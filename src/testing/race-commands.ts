@@ -160,9 +160,19 @@ function startRun(world: RaceWorld, record: RunRecord): void {
     if (record.strategy === 'preempt')
       licenceAll([...queued, ...(active ? [active] : [])], 'preempt');
   }
+  const preempts = statusBefore === 'CREATED' && !wasStarted && record.strategy === 'preempt';
   try {
     record.run.start();
     if (wasStarted) world.violation(`start(${record.run.id}) twice did not throw`);
+    // An obligation, not a permission: README "The controls", `preempt` cancels the queued
+    // runs, also while its session waits for a runtime slot (`maxConcurrentRuns`).
+    for (const waiting of preempts ? queued : []) {
+      if (waiting.run.status !== 'CANCELLED') {
+        world.violation(
+          `[preempt-cancels-queued] ${record.run.id} started with preempt in ${record.sessionId}, but ${waiting.run.id}, queued there, is ${waiting.run.status}`,
+        );
+      }
+    }
   } catch (error) {
     const code = error instanceof RunplaneError ? error.code : String(error);
     const expected =

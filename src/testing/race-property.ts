@@ -6,8 +6,11 @@
  */
 import type fc from 'fast-check';
 import type { SessionStrategy } from '../../machines/session.machine.js';
+import type { AgentContractOptions } from './agent-contract.js';
+import { AgentWorld, agentCommands, type AgentUnderTest } from './agent-race.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
 import { loadFastCheck } from './fast-check.js';
+import { createTestClock } from './test-clock.js';
 import {
   RaceWorld,
   type RaceAgentKind,
@@ -21,7 +24,9 @@ export { RaceInvariantError } from './race-world.js';
 /** Options of {@link runRaceProperty}. Every field is optional. */
 export interface RacePropertyOptions {
   /**
-   * How many command sequences to run. @default `RACE_RUNS` from the environment, else 200
+   * How many command sequences to run when `RACE_RUNS` is not set: `RACE_RUNS` from the
+   * environment always wins, so a suite can be run longer (or shorter, under mutation) without
+   * editing it. @default 200
    */
   readonly numRuns?: number;
   /** Seed of the run to replay. @default `RACE_SEED` from the environment, else random */
@@ -46,7 +51,22 @@ export interface RacePropertyOptions {
   readonly strategies?: readonly SessionStrategy[];
   /** The `maxConcurrentRuns` the factory configured, checked as an invariant. @default none */
   readonly maxConcurrentRuns?: number;
-  /** Where a failure report is written besides the thrown error. @default console.error */
+  /**
+   * Your own agent (or a factory of it, given the sequence's clock and a scripted model): the
+   * property then starts runs of it, cancels them in every mode, interrupts them, moves the
+   * clock and shuts down, and checks the agent contract (see {@link AgentContractOptions} and
+   * README "Testing your agents") after every step, instead of driving its puppet agents.
+   * @default none (the puppet agents)
+   */
+  readonly agent?: AgentUnderTest<never>;
+  /** Each run's input for `agent`. @default the run id */
+  readonly input?: (runId: string) => unknown;
+  /** The agent contract's bounds, with `agent`. @default `settleWithinMs` 1000, no safe-point bound */
+  readonly contract?: AgentContractOptions;
+  /**
+   * Also hands the failure report here; the report is always the thrown error's message, so
+   * leave this unset to see it once. @default none
+   */
   readonly log?: (report: string) => void;
 }
 
@@ -116,10 +136,42 @@ export async function runRaceProperty(
   const sessions = options.sessions ?? ['s1', 's2'];
   const ownerId = options.ownerId ?? 'owner';
   const fc = await loadFastCheck();
+  const strategies = options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'];
+  if (options.agent !== undefined) {
+    const agentOptions = {
+      ...options.contract,
+      agent: options.agent as AgentUnderTest<unknown>,
+      input: options.input ?? ((runId: string) => runId),
+      ownerId,
+      sessions,
+    };
+    const commands = agentCommands(fc, sessions.length, strategies);
+    return checkProperty(
+      ({ maxCommands, replayPath, settleRejections }) =>
+        fc.asyncProperty(
+          fc.scheduler(),
+          fc.commands(commands, {
+            maxCommands,
+            size: 'max',
+            ...(replayPath === undefined ? {} : { replayPath }),
+          }),
+          async (_scheduler, cmds) => {
+            const world = new AgentWorld(factory, createTestClock(), agentOptions);
+            await fc.asyncModelRun(
+              () => ({ model: { runs: 0, shutdown: false }, real: world }),
+              cmds,
+            );
+            await world.finish();
+            await settleRejections(world.trace);
+          },
+        ),
+      { ...options, maxCommandsDefault: 25 },
+    );
+  }
   const commands = raceCommands(fc, {
     sessions: sessions.length,
     agents: options.agents ?? ['honours-signal', 'ignores-signal'],
-    strategies: options.strategies ?? ['enqueue', 'reject', 'interrupt', 'preempt'],
+    strategies,
   });
   return checkProperty(
     ({ replayPath, maxCommands, settleRejections }) =>
@@ -170,7 +222,7 @@ export async function checkProperty(
   },
 ): Promise<RaceReport> {
   const fc = await loadFastCheck();
-  const numRuns = options.numRuns ?? envNumber('RACE_RUNS') ?? 200;
+  const numRuns = envNumber('RACE_RUNS') ?? options.numRuns ?? 200;
   const seed =
     options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
   const path = options.path ?? envString('RACE_PATH');
@@ -218,7 +270,7 @@ export async function checkProperty(
         ...(settings.length === 0 ? [] : [`  settings: ${JSON.stringify(settings)}`]),
         `  interleaving: ${describe(scheduler)}`,
       ].join('\n');
-      (options.log ?? ((text: string) => console.error(text)))(report);
+      options.log?.(report);
       throw new Error(report, { cause: details.errorInstance });
     }
     return { numRuns: details.numRuns, seed: details.seed };

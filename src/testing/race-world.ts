@@ -355,8 +355,8 @@ export class RaceWorld {
    * @param releaseAll - releases every settlement the scheduler holds
    */
   async finish(releaseAll: () => Promise<void>): Promise<void> {
-    let shutdown: Promise<{ drained: boolean }> | undefined;
-    if (!this.shutdownCalled) shutdown = this.shutdown(50);
+    // Never awaited unboundedly: a stuck world fails below with a named invariant, not a hang.
+    if (!this.shutdownCalled) void this.shutdown(50);
     for (let round = 0; round < 200; round++) {
       await releaseAll();
       await this.clock.flush();
@@ -366,14 +366,15 @@ export class RaceWorld {
       if (next === undefined) continue;
       await this.clock.advance(Math.max(0, next - this.clock.now()));
     }
-    await shutdown;
     const unresolved = [...this.records.values()].filter((r) => r.outcome === undefined);
     if (unresolved.length > 0) {
       this.violation(
         `termination never resolved for ${unresolved.map((r) => `${r.run.id} (${r.run.status})`).join(', ')}`,
       );
     }
-    if (this.shutdownResult === undefined) this.violation('shutdown() never resolved');
+    if (this.shutdownResult === undefined) {
+      this.violation('[shutdown-resolves] shutdown() never resolved (200 rounds of the clock)');
+    }
     this.throwIfViolated('shutdown');
     this.#checkEnd();
   }
@@ -385,7 +386,10 @@ export class RaceWorld {
       if (record.run.status === 'RUNNING') record.licences.add('interrupt');
     }
     const result = this.runtime.shutdown({ graceMs });
-    void result.then((value) => (this.shutdownResult = value));
+    void result.then(
+      (value) => (this.shutdownResult = value),
+      (error: unknown) => this.reported.push(error),
+    );
     return result;
   }
 

@@ -619,24 +619,64 @@ export interface ReplayReport {
 }
 
 /**
+ * Every path that diverged in one {@link replayPaths} call, grouped by cause: paths whose first
+ * divergence shows the same expected and observed values are one group, named by its shortest
+ * path (one bug in a machine usually breaks dozens of paths the same way).
+ */
+export class PathMismatchesError extends Error {
+  override readonly name = 'PathMismatchesError';
+
+  /**
+   * @param groups - the divergences, one array per cause, shortest path first
+   */
+  constructor(readonly groups: readonly (readonly PathMismatchError[])[]) {
+    const total = groups.reduce((sum, group) => sum + group.length, 0);
+    super(
+      [
+        `${total} path(s) diverged, ${groups.length} distinct cause(s):`,
+        ...groups.map((group, index) => {
+          const [first] = group;
+          const others = group.length - 1;
+          return `${index + 1}. ${first?.message ?? ''}${others === 0 ? '' : `\n  (and ${others} longer path(s) the same way)`}`;
+        }),
+      ].join('\n'),
+    );
+  }
+}
+
+/**
  * Generates every path (see {@link getReplayPaths}) and replays them one after another.
  *
- * @remarks Use {@link getReplayPaths} instead to get one test per path in your test runner;
- * this form stops at the first divergence.
+ * @remarks Use {@link getReplayPaths} instead to get one test per path in your test runner.
+ * This form replays every path and reports the divergences once, grouped by cause.
  *
  * @param logic - a machine, or a machine composed with {@link withReactions}
  * @param options - {@link ReplayPathsOptions}
  * @returns how many paths of each kind were replayed
- * @throws {@link PathMismatchError} (as a rejection) for the first path that diverges
+ * @throws {@link PathMismatchesError} (as a rejection) when any path diverges, its divergences
+ *   grouped by the expected and observed values at the first diverging step
  */
 export async function replayPaths<TLogic extends AnyActorLogic, TSystem>(
   logic: TLogic,
   options: ReplayPathsOptions<TLogic, TSystem>,
 ): Promise<ReplayReport> {
   const replayed: Record<PathKind, number> = { shortest: 0, simple: 0, ignored: 0 };
+  const groups = new Map<string, PathMismatchError[]>();
   for (const path of getReplayPaths(logic, options)) {
-    await path.replay();
+    try {
+      await path.replay();
+    } catch (error) {
+      if (!(error instanceof PathMismatchError)) throw error;
+      const cause = formatValue([error.expected, error.observed], { depth: 6 });
+      const group = groups.get(cause) ?? [];
+      groups.set(cause, [...group, error]);
+      continue;
+    }
     replayed[path.kind]++;
+  }
+  if (groups.size > 0) {
+    const byLength = (a: PathMismatchError, b: PathMismatchError) => a.path.length - b.path.length;
+    throw new PathMismatchesError([...groups.values()].map((group) => group.sort(byLength)));
   }
   return { replayed };
 }

@@ -30,7 +30,7 @@ import { createTestClock, type TestClock } from './test-clock.js';
 
 /** Options of {@link runTurnLoopRaceProperty}. Every field is optional. */
 export interface TurnLoopRacePropertyOptions {
-  /** Sequences to run. @default `RACE_RUNS`, else 200 */
+  /** Sequences to run when `RACE_RUNS` is not set (`RACE_RUNS` always wins). @default 200 */
   readonly numRuns?: number;
   /** Seed to replay. @default `RACE_SEED`, else random */
   readonly seed?: number;
@@ -40,7 +40,7 @@ export interface TurnLoopRacePropertyOptions {
   readonly replayPath?: string;
   /** Most commands per sequence. @default 40 */
   readonly maxCommands?: number;
-  /** Where a failure report goes besides the thrown error. @default console.error */
+  /** Also hands the failure report here (it is always the thrown error's message). @default none */
   readonly log?: (report: string) => void;
 }
 

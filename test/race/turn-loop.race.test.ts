@@ -14,6 +14,6 @@ describe('race properties of the TurnLoop', () => {
     const report = await runTurnLoopRaceProperty(({ clock, reportError, inspect }) =>
       createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 50 }),
     );
-    expect(report.numRuns).toBeGreaterThanOrEqual(200);
+    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 200));
   }, 120_000);
 });

@@ -1,0 +1,34 @@
+// StrykerJS over the machines and the run, session and TurnLoop wiring, judged by the race and
+// model suites only (`npm run mutate`, never part of `npm test`; docs/mutation.md). Race
+// properties run RACE_RUNS sequences under mutation (20 unless set), not 200.
+import process from 'node:process';
+
+process.env.RACE_RUNS ??= '20';
+
+export default {
+  testRunner: 'vitest',
+  plugins: ['@stryker-mutator/vitest-runner'],
+  vitest: { configFile: 'vitest.mutate.config.ts', related: false },
+  mutate: [
+    'machines/*.ts',
+    '!machines/*.types.ts',
+    '!machines/index.ts',
+    'src/run/agent-run.ts',
+    'src/run/run-executor.ts',
+    'src/session/*.ts',
+    'src/runtime/run-slots.ts',
+    'src/turn-loop/bind-turn.ts',
+    'src/turn-loop/create-turn-loop.ts',
+    'src/turn-loop/partition-items.ts',
+  ],
+  coverageAnalysis: 'perTest',
+  ignoreStatic: true,
+  concurrency: 2,
+  timeoutMS: 20_000,
+  dryRunTimeoutMinutes: 20,
+  reporters: ['clear-text', 'progress', 'json'],
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+  thresholds: { high: 85, low: 70, break: null },
+};

@@ -1,0 +1,46 @@
+/**
+ * runRaceProperty with the user's own agent: the ready-made agent contract passes a sound agent
+ * and catches each of six planted agent bugs, naming the invariant and the run, with no model
+ * written by the author.
+ */
+import { describe, expect, it } from 'vitest';
+import { createRuntime } from '../../src/index.js';
+import { runRaceProperty, type RaceHarness } from '../../src/testing/index.js';
+import { toolAgent, toolMs, type AgentBug } from './tool-agent.js';
+
+const runtime = ({ clock, reportError, inspect }: RaceHarness) =>
+  createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 2_000 });
+
+/** The author's promises: settle 100 ms after a cancel, a safe point at least every tool call. */
+const contract = { settleWithinMs: 100, safePointWithinMs: toolMs + 50 };
+
+describe('runRaceProperty with your own agent', () => {
+  it('a sound agent keeps the agent contract', async () => {
+    const report = await runRaceProperty(runtime, { agent: toolAgent(), contract, numRuns: 60 });
+    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 60));
+  }, 120_000);
+
+  const bugs: [AgentBug, string][] = [
+    ['tool-ignores-signal', 'cancel-settles'],
+    ['swallowed-cancel', 'cancel-no-normal-result'],
+    ['emit-after-cancel', 'no-events-after-terminal'],
+    ['no-safe-point', 'safe-point-within-bound'],
+    ['nested-ignores-signal', 'nested-settles-with-parent'],
+    ['interrupt-throws', 'interrupt-recovery-reply'],
+  ];
+  it.each(bugs)(
+    'catches %s as [%s], naming the run',
+    async (bug, invariant) => {
+      const failure = await runRaceProperty(runtime, {
+        agent: toolAgent(bug),
+        contract,
+        numRuns: 200,
+        seed: 17,
+      }).catch((error: unknown) => error as Error);
+      expect(failure).toBeInstanceOf(Error);
+      expect((failure as Error).message).toMatch(new RegExp(`\\[${invariant}\\] run [\\w-]+`));
+      expect((failure as Error).message).toMatch(/RACE_SEED=/);
+    },
+    120_000,
+  );
+});

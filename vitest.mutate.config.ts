@@ -1,0 +1,11 @@
+/**
+ * The vitest configuration `npm run mutate` (StrykerJS) runs: only the race and model suites, so
+ * the mutation score says what those suites catch (docs/mutation.md).
+ */
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.js';
+
+export default defineConfig({
+  ...base,
+  test: { ...base.test, include: ['test/race/**/*.test.ts', 'test/model/**/*.test.ts'] },
+});
