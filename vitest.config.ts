@@ -15,6 +15,8 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 20_000,
+    // Generous: tests that start `runplane` processes compile the sources with tsx, which takes
+    // seconds per process on a loaded 2-core host. A stuck test still fails within a minute.
+    testTimeout: 60_000,
   },
 });

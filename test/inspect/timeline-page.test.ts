@@ -54,41 +54,47 @@ describe('renderTimelinePage', () => {
 });
 
 describe('runplane timeline', () => {
-  it('writes the page next to the trace, or to -o; exits 2 without a file and 1 on a bad trace', async () => {
-    mkdirSync(artifacts, { recursive: true });
-    const trace = join(artifacts, 'cli-trace.jsonl');
-    writeFileSync(
-      trace,
-      '{"t":0,"actor":"run","id":"r1","parentId":"a/s","to":"CREATED","event":"xstate.init"}\n' +
-        '{"t":4,"actor":"run","id":"r1","from":"CREATED","to":"CANCELLED.settled","event":"run.cancel","cause":"cancel"}\n',
-    );
-    const cli = (...args: string[]) =>
-      run(process.execPath, ['--import', 'tsx', join(root, 'src', 'cli.ts'), ...args], {
-        cwd: root,
-      });
+  // Starts several `runplane` processes (each compiles the sources with tsx: seconds on a
+  // loaded host).
+  it(
+    'writes the page next to the trace, or to -o; exits 2 without a file and 1 on a bad trace',
+    { timeout: 120_000 },
+    async () => {
+      mkdirSync(artifacts, { recursive: true });
+      const trace = join(artifacts, 'cli-trace.jsonl');
+      writeFileSync(
+        trace,
+        '{"t":0,"actor":"run","id":"r1","parentId":"a/s","to":"CREATED","event":"xstate.init"}\n' +
+          '{"t":4,"actor":"run","id":"r1","from":"CREATED","to":"CANCELLED.settled","event":"run.cancel","cause":"cancel"}\n',
+      );
+      const cli = (...args: string[]) =>
+        run(process.execPath, ['--import', 'tsx', join(root, 'src', 'cli.ts'), ...args], {
+          cwd: root,
+        });
 
-    const out = join(artifacts, 'cli-timeline.html');
-    const { stdout } = await cli('timeline', trace, '-o', out, '--title', 'CLI run');
-    expect(stdout).toBe(`wrote ${out}: 2 transitions, 1 runs\n`);
-    const html = readFileSync(out, 'utf8');
-    expect(html).toContain('<title>CLI run</title>');
-    expect(html).toContain('data-source="cli-trace.jsonl"');
-    expect(html).toContain('"to":"CANCELLED.settled"');
+      const out = join(artifacts, 'cli-timeline.html');
+      const { stdout } = await cli('timeline', trace, '-o', out, '--title', 'CLI run');
+      expect(stdout).toBe(`wrote ${out}: 2 transitions, 1 runs\n`);
+      const html = readFileSync(out, 'utf8');
+      expect(html).toContain('<title>CLI run</title>');
+      expect(html).toContain('data-source="cli-trace.jsonl"');
+      expect(html).toContain('"to":"CANCELLED.settled"');
 
-    await cli('timeline', trace);
-    expect(readFileSync(join(artifacts, 'cli-trace.html'), 'utf8')).toBe(
-      html
-        .replace('<title>CLI run</title>', '<title>runplane timeline</title>')
-        .replace('<h1>CLI run</h1>', '<h1>runplane timeline</h1>'),
-    );
+      await cli('timeline', trace);
+      expect(readFileSync(join(artifacts, 'cli-trace.html'), 'utf8')).toBe(
+        html
+          .replace('<title>CLI run</title>', '<title>runplane timeline</title>')
+          .replace('<h1>CLI run</h1>', '<h1>runplane timeline</h1>'),
+      );
 
-    await expect(cli('timeline')).rejects.toMatchObject({ code: 2 });
-    writeFileSync(join(artifacts, 'bad.jsonl'), 'not json\n');
-    const failure = await cli('timeline', join(artifacts, 'bad.jsonl')).then(
-      () => ({ code: 0, stderr: '' }),
-      (error: { code: number; stderr: string }) => error,
-    );
-    expect(failure.code).toBe(1);
-    expect(failure.stderr).toMatch(/^INVALID_ARGUMENT: expected `trace` line 1/);
-  });
+      await expect(cli('timeline')).rejects.toMatchObject({ code: 2 });
+      writeFileSync(join(artifacts, 'bad.jsonl'), 'not json\n');
+      const failure = await cli('timeline', join(artifacts, 'bad.jsonl')).then(
+        () => ({ code: 0, stderr: '' }),
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(failure.code).toBe(1);
+      expect(failure.stderr).toMatch(/^INVALID_ARGUMENT: expected `trace` line 1/);
+    },
+  );
 });
