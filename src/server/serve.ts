@@ -345,7 +345,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       reportError,
       onSwept: ({ expired, purged, steps }) =>
         log(
-          `runplane serve: sweep: ${expired} session(s) expired (--retention-days), ${purged} purged (${steps} delete steps)`,
+          `runplane serve: sweep: ${purged} deleted session(s) purged (${steps} delete steps)${expired > 0 ? `, ${expired} of them expired by --retention-days` : ''}`,
         ),
     });
     sweeper = sweep;
