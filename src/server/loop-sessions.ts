@@ -71,6 +71,8 @@ export interface LoopSessions {
   stopAll(options: { graceMs: number }): Promise<void>;
   /** Stops a deleted session's loop at once (no checkpoint) and deletes its checkpoint. */
   remove(key: SessionKey): Promise<void>;
+  /** How many messages of a session wait for a turn to take them (logged, not yet consumed). */
+  waitingItems(key: SessionKey): number;
   /** How many loops are in memory. */
   readonly size: number;
 }
@@ -114,11 +116,24 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
   const agent = options.agent as Agent<unknown, unknown>;
   const idleMs = options.idleMs ?? 60_000;
   const hosts = new Map<string, LoopHost>();
+  /** The ids of each session's messages no turn has taken yet (what bounds a loop's buffer). */
+  const waiting = new Map<string, Set<string>>();
+  const hold = (key: SessionKey, items: readonly LoopItem[]) => {
+    let ids = waiting.get(keyOf(key));
+    if (ids === undefined) waiting.set(keyOf(key), (ids = new Set()));
+    for (const item of items) ids.add(item.itemId);
+  };
+  const taken = (key: SessionKey, items: readonly LoopItem[]) => {
+    const ids = waiting.get(keyOf(key));
+    for (const item of items) ids?.delete(item.itemId);
+    if (ids?.size === 0) waiting.delete(keyOf(key));
+  };
   /** Sessions whose loop restarts (its old checkpoint being deleted): the items sent meanwhile. */
   const restarting = new Map<string, LoopItem[]>();
 
   /** Records a turn's run and its outcome; the loop goes on whatever the run's end. */
   const followTurn = async (key: SessionKey, runId: string, consumed: readonly LoopItem[]) => {
+    taken(key, consumed);
     const run = runtime.runs.find(key.ownerId, key.sessionId, runId);
     try {
       runs.create({ runId, ...key, input: textOf(consumed), at: runtime.clock.now() });
@@ -137,6 +152,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
   };
 
   const start = (key: SessionKey, items: readonly LoopItem[], done: ReadonlySet<string>) => {
+    hold(key, items);
     const loop = createTurnLoop<LoopItem, unknown>({
       runtime,
       ...key,
@@ -251,6 +267,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
         at: runtime.clock.now(),
       });
       const item: LoopItem = { itemId, text };
+      hold(key, [item]);
       const queued = restarting.get(keyOf(key));
       if (queued !== undefined) {
         queued.push(item); // no turn runs: nothing to preempt
@@ -292,6 +309,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
 
     async remove(key) {
       restarting.delete(keyOf(key));
+      waiting.delete(keyOf(key));
       const host = hosts.get(keyOf(key));
       if (host !== undefined) {
         host.stopping = true;
@@ -299,6 +317,10 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
         await host.exited;
       }
       await store?.delete({ signal: uncancellable }, checkpointIdOf(key));
+    },
+
+    waitingItems(key) {
+      return waiting.get(keyOf(key))?.size ?? 0;
     },
 
     get size() {

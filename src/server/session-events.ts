@@ -69,6 +69,9 @@ export class OwnerRunCount {
   }
 }
 
+/** Messages of a loop session that may wait for a turn; one more is 429 `session_queue_full`. */
+const maxWaitingLoopItems = 100;
+
 /** The answer to one event of a batch (`{ type, result, ... }`), in API spelling. */
 export type EventResult = Record<string, unknown>;
 
@@ -258,6 +261,14 @@ function applyMessage(
   const { ownerId, sessionId } = session;
   const key: SessionKey = { ownerId, sessionId };
   if (session.mode === 'loop') {
+    if (context.loopSessions.waitingItems(key) >= maxWaitingLoopItems) {
+      throw new HttpError(
+        'session_queue_full',
+        `expected at most ${maxWaitingLoopItems} messages waiting for a turn in a loop session; wait for a turn to take them`,
+        { event_index: index },
+        { results },
+      );
+    }
     const itemId = context.loopSessions.push(key, {
       text: event.payload.text,
       preempt: event.payload.preempt === true,

@@ -130,6 +130,23 @@ describe('loop sessions', () => {
     });
   });
 
+  it('holds at most 100 messages waiting for a turn (429 session_queue_full), and a turn frees them', async () => {
+    const { t, call } = setUp();
+    const id = (await t.json(await t.request('POST', '/api/sessions', { body: { mode: 'loop' } })))
+      .session_id as string;
+    await push(t, id, 'first');
+    const turn1 = await call(0);
+    for (let i = 0; i < 100; i++) await push(t, id, `waiting ${i}`);
+    const full = await t.post(id, [{ type: 'user.message', payload: { text: 'one too many' } }]);
+    expect(full.status).toBe(429);
+    expect(full.body.error).toMatchObject({ code: 'session_queue_full', event_index: 0 });
+    turn1.finish();
+    const second = await started(t, id, 1);
+    expect(itemIdsOf(second)).toHaveLength(100);
+    expect(t.service.loopSessions.waitingItems({ ownerId: 'alice', sessionId: id })).toBe(0);
+    await push(t, id, 'room again');
+  });
+
   it('preempt: true cancels the turn at its next safe point; without one it escalates after grace_ms', async () => {
     const { t, call } = setUp();
     const id = await t.createSession({ mode: 'loop', grace_ms: 1_000 });
