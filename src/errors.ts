@@ -11,6 +11,7 @@ export type RunplaneErrorCode =
   | 'RUN_ALREADY_STARTED'
   | 'RUN_CANCELLED'
   | 'RUN_TIMEOUT'
+  | 'RUN_SUSPENDED'
   | 'SESSION_BUSY'
   | 'SESSION_QUEUE_FULL'
   | 'NOT_FOUND'
@@ -166,6 +167,25 @@ export class TurnCancelledError extends RunCancelledError {
     readonly escalated: boolean,
   ) {
     super(runId, cancelCause, reason);
+  }
+}
+
+/**
+ * The agent suspended its run for outside input with `ctx.suspend(request)`. Code
+ * `RUN_SUSPENDED`.
+ *
+ * @remarks Thrown by `ctx.suspend` (Eino's business interrupt, `compose.Interrupt`'s error):
+ * let it propagate out of `execute`. The run ends FAILED with it; a TurnLoop reads it as the
+ * turn's suspension (`exitReason: 'suspended'`), not as a failure.
+ */
+export class RunSuspendedError extends RunplaneError {
+  constructor(
+    /** The suspended run. */
+    readonly runId: string,
+    /** What the agent asks for (JSON data, frozen). */
+    readonly request: unknown,
+  ) {
+    super('RUN_SUSPENDED', `run ${runId} suspended for outside input`);
   }
 }
 

@@ -35,6 +35,7 @@ export {
   RunplaneError,
   RunAlreadyStartedError,
   RunCancelledError,
+  RunSuspendedError,
   SessionBusyError,
   SessionQueueFullError,
   InvalidArgumentError,
@@ -143,7 +144,9 @@ export type {
   TurnLoop,
   TurnLoopConfig,
   TurnLoopExit,
+  TurnLoopRunOptions,
 } from './turn-loop/turn-loop-types.js';
+export type { TurnSuspension } from '../machines/turn-loop.types.js';
 export {
   checkpointFormat,
   checkpointVersion,

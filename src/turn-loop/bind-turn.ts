@@ -15,7 +15,7 @@ import type {
   TurnInput,
   TurnPlan,
 } from '../../machines/turn-loop.types.js';
-import { InvalidArgumentError, isCancellation } from '../errors.js';
+import { InvalidArgumentError, isCancellation, RunSuspendedError } from '../errors.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent } from '../run/agent.js';
 import { executorOf, type AgentRun } from '../run/agent-run.js';
@@ -127,6 +127,7 @@ export function bindTurn<TItem, TInput>(
       unhandled: input.unhandled as TItem[],
       newItems: input.newItems as TItem[],
       agentState: input.agentState,
+      ...(input.suspension === undefined ? {} : { suspension: input.suspension }),
       get signal() {
         return planning.signal;
       },
@@ -187,7 +188,12 @@ export function bindTurn<TItem, TInput>(
     } catch (thrown) {
       error = thrown ?? new Error('onAgentEvents threw a nullish value');
     }
-    return { error, isCancellation: error !== undefined && isCancellation(error) };
+    return {
+      error,
+      isCancellation: error !== undefined && isCancellation(error),
+      // The run's own suspension, as its agent threw it (or the default handler read it).
+      isSuspension: error instanceof RunSuspendedError && error.runId === run.id,
+    };
   };
 
   const logic = turnMachine.provide({
@@ -244,6 +250,7 @@ export function bindTurn<TItem, TInput>(
                   : undefined,
               agentState: run.safePointState,
               agentStarted: run.agentStarted,
+              suspension: run.suspension,
             };
             sendBack({ type: 'run.settled', settlement });
           });

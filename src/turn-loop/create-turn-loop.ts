@@ -38,6 +38,7 @@ import {
 import {
   configSchema,
   pushSchema,
+  runSchema,
   stopSchema,
   strategyAnswerSchema,
   toSpec,
@@ -51,6 +52,7 @@ import type {
   TurnLoop,
   TurnLoopConfig,
   TurnLoopExit,
+  TurnLoopRunOptions,
 } from './turn-loop-types.js';
 
 const resolved: Promise<void> = Promise.resolve();
@@ -154,6 +156,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
   /** Pushes sent from inside a loop step, answered with an error: the machine ignores them. */
   const withdrawn = new Set<number>();
   let pushSeq = 0;
+  /** The answer given to `run({ answer })`, for a loaded suspension. */
+  let resumeAnswer: unknown;
   const late: TItem[] = [];
   let lateTaken = false;
   let exited = false;
@@ -213,6 +217,10 @@ export function createTurnLoop<TItem, TInput = unknown>(
           interrupted: checkpoint.interrupted,
           agentState: checkpoint.agentState,
           turnSeq: checkpoint.loop.context.turnSeq,
+          suspension:
+            checkpoint.suspension === undefined
+              ? undefined
+              : { ...checkpoint.suspension, answer: resumeAnswer },
         };
       }),
       turn: turns.logic,
@@ -228,6 +236,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
             unhandled: input.unhandled,
             interrupted: input.interrupted,
             ...(input.agentState === undefined ? {} : { agentState: input.agentState }),
+            ...(input.suspension === undefined ? {} : { suspension: input.suspension }),
             savedAt: clock.now(),
           };
           data = codec.encode(checkpoint);
@@ -326,6 +335,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         interruptedItems: (exit?.interrupted ?? []) as TItem[],
         droppedItems: [...context.dropped] as TItem[],
         stopCause: context.stop?.cause,
+        ...(exit?.suspension === undefined ? {} : { suspension: exit.suspension }),
         checkpointAttempted: context.checkpoint.attempted,
         checkpointError: context.checkpoint.error,
         takeLateItems,
@@ -405,9 +415,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
       throw (outcome as { error: unknown }).error;
     },
 
-    run(): boolean {
+    run(options: TurnLoopRunOptions = {}): boolean {
+      parseOptions(runSchema, options, 'options');
       const { context } = actor.getSnapshot();
       if (exited || context.ran) return false;
+      resumeAnswer = options.answer;
       actor.send({ type: 'loop.run' });
       return true;
     },

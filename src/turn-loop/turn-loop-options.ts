@@ -14,6 +14,9 @@ import type { PreemptOptions } from './turn-loop-types.js';
 const isFunction = (value: unknown): boolean => typeof value === 'function';
 const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
 
+/** The options of `loop.run()`. @internal */
+export const runSchema = z.strictObject({ answer: z.unknown().optional() });
+
 /** The config of `createTurnLoop`. @internal */
 export const configSchema = z
   .strictObject({

@@ -6,7 +6,7 @@
  */
 import type { InspectionEvent, Observer } from 'xstate';
 import type { CancelModeValue } from '../../machines/cancel-request.js';
-import type { StopMode } from '../../machines/turn-loop.types.js';
+import type { StopMode, TurnSuspension } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -48,8 +48,17 @@ export interface GenResumeArgs<TItem> {
   readonly unhandled: readonly TItem[];
   /** Everything pushed into this loop before the resume turn was planned. */
   readonly newItems: readonly TItem[];
-  /** What the interrupted turn's agent passed to its latest `ctx.safePoint(kind, state)`. */
+  /**
+   * What the interrupted turn's agent passed to its latest `ctx.safePoint(kind, state)`, or to
+   * `ctx.suspend(request, state)`.
+   */
   readonly agentState: unknown;
+  /**
+   * Set when the checkpoint holds a suspended turn (`ctx.suspend(request)`, Eino's business
+   * interrupt): its `request`, and the `answer` given to `loop.run({ answer })` (`undefined`
+   * when none was given). Build the resumed agent's input from `agentState` and `answer`.
+   */
+  readonly suspension?: TurnSuspension & { readonly answer: unknown };
   /** Aborted when the plan is abandoned. */
   readonly signal: AbortSignal;
 }
@@ -161,9 +170,10 @@ export interface StopOptions {
 /** How a TurnLoop ended: the same object for every `wait()` caller. */
 export interface TurnLoopExit<TItem> {
   /**
-   * `undefined` for a clean stop. A `TurnCancelledError` when the stop cancelled the last turn
-   * (`escalated` tells a graceful stop that hit its deadline); else the error that ended the
-   * loop (onAgentEvents' error, a throwing callback, `CheckpointCorruptError`, `StoreFailedError`).
+   * `undefined` for a clean stop. `'suspended'` when a turn's agent suspended it for outside
+   * input (`ctx.suspend(request)`; see `suspension`). A `TurnCancelledError` when the stop
+   * cancelled the last turn (`escalated` tells a graceful stop that hit its deadline); else the
+   * error that ended the loop (onAgentEvents' error, a throwing callback, `CheckpointCorruptError`, `StoreFailedError`).
    */
   readonly exitReason: unknown;
   /** Accepted items no turn consumed, in push order (a pending resume's unhandled items first). */
@@ -174,6 +184,11 @@ export interface TurnLoopExit<TItem> {
   readonly droppedItems: readonly TItem[];
   /** The first non-empty stop cause. */
   readonly stopCause: string | undefined;
+  /**
+   * Set when a turn suspended for outside input (`exitReason` is then `'suspended'`), or when a
+   * pending resume of a suspension never ran: the turn, its run and the agent's request.
+   */
+  readonly suspension?: TurnSuspension;
   /** Whether a checkpoint save was attempted on exit. */
   readonly checkpointAttempted: boolean;
   /**
@@ -254,6 +269,15 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
 }
 
+/** Options of {@link TurnLoop.run}. */
+export interface TurnLoopRunOptions {
+  /**
+   * The answer to a suspended turn (Eino's ResumeWithParams): handed to `genResume` as
+   * `suspension.answer` when the loaded checkpoint holds a suspension; unused otherwise.
+   */
+  readonly answer?: unknown;
+}
+
 /** A TurnLoop: push items, run, stop, wait for the exit. */
 export interface TurnLoop<TItem> {
   /**
@@ -277,9 +301,10 @@ export interface TurnLoop<TItem> {
    * Starts processing in the background: loads the checkpoint (if a store is configured), then
    * plans and runs turns. Items pushed before are kept.
    *
+   * @param options - {@link TurnLoopRunOptions}: the answer to a suspended turn
    * @returns whether this call started the loop (false on a repeated call, or after it exited)
    */
-  run(): boolean;
+  run(options?: TurnLoopRunOptions): boolean;
   /**
    * Stops the loop; repeated calls escalate, never de-escalate. Before `run()`, the loop
    * exits at once without calling genInput; its items are unhandled.
