@@ -156,6 +156,7 @@ export const turnLoopMachine = turnLoopSetup
     }),
     on: {
       'loop.preempt_due': { actions: 'firePreempt' },
+      'loop.checkpointing': { actions: 'markStored' },
     },
     states: {
       loop: {

@@ -166,6 +166,11 @@ const loopSetup = setup({
       },
     })),
 
+    /** A live checkpoint is being saved: the store holds one of this loop from now on. */
+    markStored: assign(({ context }) => ({
+      checkpoint: { ...context.checkpoint, loaded: true },
+    })),
+
     /** The loaded checkpoint was deleted (an earlier failure to delete it is over). */
     forgetLoaded: assign(({ context }) => ({
       checkpoint: { ...context.checkpoint, loaded: false, error: undefined },

@@ -217,7 +217,10 @@ export interface LoopExit {
 
 /** The loop's dealings with its store. */
 export interface CheckpointState {
-  /** A checkpoint was loaded and is still in the store (not yet deleted or overwritten). */
+  /**
+   * A checkpoint of this loop is in the store, not yet deleted or overwritten: it was loaded, or
+   * saved by `loop.checkpoint()`.
+   */
   readonly loaded: boolean;
   /** A save was attempted on exit. */
   readonly attempted: boolean;
@@ -279,6 +282,8 @@ export type TurnLoopEvent =
   | { type: 'loop.stop'; at: number; call: StopCall }
   | { type: 'loop.preempt_due'; id: number }
   | { type: 'loop.idle_due' }
+  /** `loop.checkpoint()` is saving the live loop: a checkpoint of it is in the store. */
+  | { type: 'loop.checkpointing' }
   /** The turn was planned and its run started, in one step (there is no window between). */
   | { type: 'turn.started'; turnId: string; runId: string; plan: TurnPlan }
   /** genInput (or genResume) consumed nothing: no run. */

@@ -219,8 +219,11 @@ export class CheckpointCorruptError extends RunplaneError {
 /** A store operation failed; the store's own error is `cause`. Code `STORE_FAILED`. */
 export class StoreFailedError extends RunplaneError {
   constructor(
-    /** What was attempted: `get`, `set`, `delete`, or `encode` (the codec failed). */
-    readonly operation: 'get' | 'set' | 'delete' | 'encode',
+    /**
+     * What was attempted: `get`, `set`, `delete`, `append` or `load` (an incremental store), or
+     * `encode` (the codec failed).
+     */
+    readonly operation: 'get' | 'set' | 'delete' | 'append' | 'load' | 'encode',
     /** The key involved (a checkpoint id). */
     readonly key: string,
     cause: unknown,

@@ -153,7 +153,7 @@ export {
   jsonCheckpointCodec,
 } from './turn-loop/checkpoint.js';
 export type { Checkpoint, CheckpointCodec, PersistedLoopSnapshot } from './turn-loop/checkpoint.js';
-export type { CheckpointStore } from './stores/checkpoint-store.js';
+export type { CheckpointStore, StoredCheckpoint } from './stores/checkpoint-store.js';
 export { createMemoryCheckpointStore } from './stores/memory-checkpoint-store.js';
 // Inspection and timelines (issue 6).
 export { combineInspectors, createTimelineRecorder } from './inspect/timeline-recorder.js';

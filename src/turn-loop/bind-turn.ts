@@ -43,6 +43,8 @@ export interface BoundTurns<TItem> {
    * it has not ended, is cancelled at once, and the turn is forgotten.
    */
   leave(turnId: string): void;
+  /** The latest safe-point state of a turn's run, if it has one. */
+  agentStateOf(turnId: string): unknown;
   /** Forgets every turn (the loop has exited). */
   clear(): void;
 }
@@ -352,6 +354,7 @@ export function bindTurn<TItem, TInput>(
         cancelNow(run, 'turn loop stopped');
       }
     },
+    agentStateOf: (turnId) => hosts.get(turnId)?.run?.safePointState,
     clear: () => hosts.clear(),
   };
 }

@@ -100,15 +100,34 @@ function align(before: readonly unknown[], after: readonly unknown[]): Alignment
 const sameItems = (a: readonly unknown[], b: readonly unknown[]): boolean =>
   a.length === b.length && a.every((item, i) => item === b[i]);
 
-const envelopeKeys = [
-  'format',
-  'version',
-  'kind',
-  'loop',
-  'agentState',
-  'suspension',
-  'savedAt',
-] as const;
+const envelopeKeys = ['format', 'version', 'kind', 'agentState', 'suspension', 'savedAt'] as const;
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Writes into `draft` only the leaves of `after` that differ from `before` (compared as JSON,
+ * which is what is stored): the loop snapshot changes a few fields between two saves, so its
+ * patch names those fields instead of carrying the whole snapshot.
+ */
+function assignChanged(
+  draft: Record<string, unknown>,
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): void {
+  for (const key of Object.keys(before)) {
+    if (before[key] !== undefined && after[key] === undefined) delete draft[key];
+  }
+  for (const [key, value] of Object.entries(after)) {
+    const old = before[key];
+    if (value === undefined || value === old) continue;
+    if (isPlainObject(value) && isPlainObject(old)) {
+      assignChanged(draft[key] as Record<string, unknown>, old, value);
+    } else if (JSON.stringify(value) !== JSON.stringify(old)) {
+      draft[key] = value;
+    }
+  }
+}
 
 /**
  * The next image and the immer patches from `image` to it, or `undefined` when the unhandled
@@ -134,6 +153,7 @@ export function nextImage(
       if (value === undefined) delete target[key];
       else target[key] = value;
     }
+    assignChanged(target.loop as Record<string, unknown>, image.loop, checkpoint.loop);
     if (!sameItems(image.interrupted, checkpoint.interrupted)) {
       target.interrupted = checkpoint.interrupted;
     }

@@ -169,6 +169,16 @@ export function decodeCheckpoint(
       `unknown version ${JSON.stringify(version)} (this runplane reads version ${checkpointVersion})`,
     );
   }
+  return checkCheckpoint(decoded, checkpointId);
+}
+
+/**
+ * Validates a decoded checkpoint of the right format and version.
+ *
+ * @throws {@link CheckpointCorruptError} (`CHECKPOINT_CORRUPT`) when the shape is wrong
+ * @internal
+ */
+export function checkCheckpoint(decoded: unknown, checkpointId: string): Checkpoint {
   const result = envelopeSchema.safeParse(decoded);
   if (!result.success) {
     const issue = result.error.issues[0];

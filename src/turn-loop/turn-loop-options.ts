@@ -57,6 +57,11 @@ export const configSchema = z
       )
       .optional(),
     requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
+    compactAfterPatches: z
+      .number({ error: 'an integer ≥ 1' })
+      .int({ error: 'an integer ≥ 1' })
+      .min(1, { error: 'an integer ≥ 1' })
+      .optional(),
     inspect: z
       .custom<unknown>(
         (value) =>

@@ -254,8 +254,18 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
   readonly store?: CheckpointStore;
   /** The checkpoint's key in `store`; requires `store`. */
   readonly checkpointId?: string;
-  /** Encodes checkpoints. @default JSON (items and agent state must be JSON values) */
+  /**
+   * Encodes checkpoints. A custom codec turns incremental saves off (patches are JSON).
+   * @default JSON (items and agent state must be JSON values)
+   */
   readonly codec?: CheckpointCodec;
+  /**
+   * With a store that has `append` and `load` (incremental), and the default codec: how many
+   * patch records a checkpoint chain holds on one base before the next save is whole again (a
+   * save is also whole once the chain's patches outweigh its base). An integer ≥ 1.
+   * @default 32
+   */
+  readonly compactAfterPatches?: number;
   /**
    * Offer a preempted turn's consumed items to the next genInput as `preemptedItems`
    * instead of counting them as consumed. @default false
@@ -315,4 +325,17 @@ export interface TurnLoop<TItem> {
   stop(options?: StopOptions): void;
   /** Resolves with the exit once the loop has stopped and its checkpoint is written; never rejects. */
   wait(): Promise<TurnLoopExit<TItem>>;
+  /**
+   * Saves a checkpoint of the running loop now, as a stop would leave it: buffered items
+   * unhandled, the running turn's items interrupted with its agent's latest safe-point state
+   * (a mid-turn checkpoint). The loop goes on. With an incremental store (`append` + `load`)
+   * a save after the first is a patch: it costs what changed since, not what the loop holds.
+   *
+   * @remarks The checkpoint is deleted once a turn has consumed its items (as a loaded one is),
+   * and replaced or deleted at a clean exit; an error exit leaves it in place.
+   * @returns true once written; false when there is nothing to write to (no store) or the loop
+   *   is not running (before `run()`, while loading, deleting a used checkpoint, or exiting)
+   * @throws {@link StoreFailedError} (`STORE_FAILED`; rejects) when the save fails
+   */
+  checkpoint(): Promise<boolean>;
 }
