@@ -14,12 +14,16 @@
  *
  * @module
  */
-import { enablePatches, freeze, Immer, type Patch } from 'immer';
+import { enablePatches, Immer, type Patch } from 'immer';
 import type { Checkpoint } from './checkpoint.js';
 
 enablePatches();
-/** Frozen results (the image is shared with later saves); patches on. */
-const immer = new Immer({ autoFreeze: true });
+/**
+ * Patches on; no auto-freeze: the image never leaves the keeper and `produce` never changes its
+ * base, and freezing walks what it freezes (measured: it made a save after one push into
+ * 100,000 items cost tens of ms).
+ */
+const immer = new Immer({ autoFreeze: false });
 
 /** Items per chunk of the image's unhandled list. @internal */
 export const chunkSize = 512;
@@ -35,8 +39,7 @@ export interface ItemChunks {
 export type CheckpointImage = Omit<Checkpoint, 'unhandled'> & { readonly unhandled: ItemChunks };
 
 /**
- * The image of a checkpoint: deterministic chunking from chunk 0, deep-frozen (items frozen at
- * push are not walked again).
+ * The image of a checkpoint: deterministic chunking from chunk 0 (items are frozen at push).
  *
  * @internal
  */
@@ -47,17 +50,14 @@ export function toImage(checkpoint: Checkpoint): CheckpointImage {
   for (let at = 0; at < items.length; at += chunkSize) {
     chunks[next++] = items.slice(at, at + chunkSize);
   }
-  return freeze({ ...checkpoint, unhandled: { first: 0, next, chunks } }, true);
+  return { ...checkpoint, unhandled: { first: 0, next, chunks } };
 }
 
 /** The items of a chunked list, in order. @internal */
 export function flattenItems(list: ItemChunks): unknown[] {
-  const items: unknown[] = [];
-  for (let id = list.first; id < list.next; id++) {
-    const chunk = list.chunks[id];
-    if (chunk !== undefined) for (const item of chunk) items.push(item);
-  }
-  return items;
+  const chunks: Array<readonly unknown[]> = [];
+  for (let id = list.first; id < list.next; id++) chunks.push(list.chunks[id] ?? []);
+  return ([] as unknown[]).concat(...chunks);
 }
 
 /** The checkpoint an image stands for. @internal */
@@ -138,8 +138,8 @@ function assignChanged(
 export function nextImage(
   image: CheckpointImage,
   checkpoint: Checkpoint,
+  before: readonly unknown[] = flattenItems(image.unhandled),
 ): { image: CheckpointImage; patches: Patch[] } | undefined {
-  const before = flattenItems(image.unhandled);
   const after = checkpoint.unhandled;
   const alignment = align(before, after);
   // Nothing of the old list kept, and more than a chunk new: a whole save is as small.

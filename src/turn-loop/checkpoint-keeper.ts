@@ -70,6 +70,8 @@ export interface CheckpointKeeperOptions {
 /** The stored chain this keeper wrote: its image, and how many patch bytes are on its base. */
 interface Chain {
   readonly image: CheckpointImage;
+  /** The image's unhandled items, flat (the list the last save was given; never changed). */
+  readonly items: readonly unknown[];
   readonly records: number;
   readonly patchBytes: number;
   readonly baseBytes: number;
@@ -139,7 +141,7 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
   /** Appends the patches to the stored chain; false when a whole save is due instead. */
   const tryAppend = async (current: Chain, checkpoint: Checkpoint): Promise<boolean> => {
     if (current.records >= compactAfterPatches) return false;
-    const next = nextImage(current.image, checkpoint);
+    const next = nextImage(current.image, checkpoint, current.items);
     if (next === undefined) return false;
     const record = { format: patchFormat, version: 1, patches: next.patches };
     const data = encodeWith(() => encoder.encode(JSON.stringify(record, strictJsonValue)));
@@ -151,6 +153,7 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
     chain = {
       ...current,
       image: next.image,
+      items: checkpoint.unhandled,
       records: current.records + 1,
       patchBytes: current.patchBytes + data.length,
     };
@@ -162,7 +165,13 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
     const data = encodeWith(() => codec.encode(checkpoint));
     await call('set', () => store.set(ctx, checkpointId, data));
     if (incremental) {
-      chain = { image: toImage(checkpoint), records: 0, patchBytes: 0, baseBytes: data.length };
+      chain = {
+        image: toImage(checkpoint),
+        items: checkpoint.unhandled,
+        records: 0,
+        patchBytes: 0,
+        baseBytes: data.length,
+      };
     }
   };
 
