@@ -157,13 +157,7 @@ export function nextImage(
     if (!sameItems(image.interrupted, checkpoint.interrupted)) {
       target.interrupted = checkpoint.interrupted;
     }
-    editChunks(
-      image.unhandled,
-      draft.unhandled as unknown as DraftChunks,
-      before,
-      after,
-      alignment,
-    );
+    editChunks(image.unhandled, draft.unhandled, before, after, alignment);
   });
   return { image: next, patches };
 }
@@ -223,5 +217,5 @@ export function applyImagePatches(
   image: CheckpointImage,
   patches: readonly Patch[],
 ): CheckpointImage {
-  return immer.applyPatches(image, patches as Patch[]);
+  return immer.applyPatches(image, patches);
 }

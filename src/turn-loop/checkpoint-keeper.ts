@@ -98,7 +98,7 @@ function decodePatches(data: Uint8Array, checkpointId: string, index: number): P
       cause: result.error,
     });
   }
-  return result.data.patches as Patch[];
+  return result.data.patches;
 }
 
 /**
@@ -147,9 +147,7 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
     const data = encodeWith(() => encoder.encode(JSON.stringify(record, strictJsonValue)));
     if (current.patchBytes + data.length > current.baseBytes) return false;
     chain = undefined; // unknown until the append answers
-    await call('append', () =>
-      (store.append as NonNullable<CheckpointStore['append']>).call(store, ctx, checkpointId, data),
-    );
+    await call('append', () => store.append?.(ctx, checkpointId, data) ?? Promise.resolve());
     chain = {
       ...current,
       image: next.image,
@@ -176,8 +174,10 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
   };
 
   const loadChain = async (): Promise<Checkpoint | undefined> => {
-    const load = store.load as NonNullable<CheckpointStore['load']>;
-    const stored = await call('load', () => load.call(store, ctx, checkpointId));
+    const stored = await call(
+      'load',
+      () => store.load?.(ctx, checkpointId) ?? Promise.resolve(undefined),
+    );
     if (stored === undefined) return undefined;
     const base = decodeCheckpoint(codec, stored.base, checkpointId);
     if (stored.patches.length === 0) return base;

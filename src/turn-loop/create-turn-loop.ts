@@ -52,8 +52,6 @@ import type {
 } from './turn-loop-types.js';
 
 const resolved: Promise<void> = Promise.resolve();
-/** Store calls whose effect must complete (the final checkpoint) get a signal that never aborts. */
-const uncancellable = new AbortController().signal;
 /** Numbers the loops without a checkpointId, for inspectors. */
 let loopCount = 0;
 

@@ -81,7 +81,7 @@ export function durableSnapshot(
     ...snapshot,
     context: slim,
     children: {},
-  } as LoopSnapshot) as unknown as Record<string, unknown>;
+  }) as unknown as Record<string, unknown>;
   return {
     ...persisted,
     status: String(persisted.status),

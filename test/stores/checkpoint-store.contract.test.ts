@@ -131,12 +131,13 @@ describe.each(implementations)('CheckpointStore contract: %s', (_name, make, tra
 
   describe('incremental: append and load', () => {
     const incremental = (store: CheckpointStore) => {
-      const { append, load } = store;
-      if (append === undefined || load === undefined) throw new Error('not incremental');
+      if (store.append === undefined || store.load === undefined)
+        throw new Error('not incremental');
       return {
-        append: append.bind(store),
+        append: (ctx: { signal?: AbortSignal }, id: string, patch: Uint8Array) =>
+          store.append!(ctx, id, patch),
         load: async (id: string) => {
-          const record = await load.call(store, {}, id);
+          const record = await store.load!({}, id);
           return record && { base: text(record.base), patches: record.patches.map(text) };
         },
       };

@@ -4,6 +4,7 @@
  * patch, a turn taking the front costs whole-chunk removals, never a patch per item.
  */
 import fc from 'fast-check';
+import type { Patch } from 'immer';
 import { describe, expect, it } from 'vitest';
 import type { Checkpoint } from '../../src/index.js';
 import {
@@ -23,12 +24,6 @@ const checkpoint = (unhandled: readonly unknown[], savedAt = 0): Checkpoint => (
   interrupted: [],
   savedAt,
 });
-
-type Step =
-  | { op: 'push'; count: number }
-  | { op: 'take'; count: number }
-  | { op: 'putBack'; count: number }
-  | { op: 'replaceAll'; count: number };
 
 const step = fc.oneof(
   fc.record({ op: fc.constant('push' as const), count: fc.integer({ min: 0, max: 700 }) }),
@@ -65,7 +60,10 @@ describe('checkpoint image', () => {
             }
             expect(fromImage(next.image)).toEqual(saved);
             image = next.image;
-            replayed = applyImagePatches(replayed, JSON.parse(JSON.stringify(next.patches)));
+            replayed = applyImagePatches(
+              replayed,
+              JSON.parse(JSON.stringify(next.patches)) as Patch[],
+            );
             expect(fromImage(replayed)).toEqual(JSON.parse(JSON.stringify(saved)));
           }
         },
