@@ -53,8 +53,8 @@ export function toImage(checkpoint: Checkpoint): CheckpointImage {
   return { ...checkpoint, unhandled: { first: 0, next, chunks } };
 }
 
-/** The items of a chunked list, in order. @internal */
-export function flattenItems(list: ItemChunks): unknown[] {
+/** The items of a chunked list, in order. */
+function flattenItems(list: ItemChunks): unknown[] {
   const chunks: Array<readonly unknown[]> = [];
   for (let id = list.first; id < list.next; id++) chunks.push(list.chunks[id] ?? []);
   return ([] as unknown[]).concat(...chunks);

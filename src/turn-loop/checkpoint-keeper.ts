@@ -31,8 +31,8 @@ import {
   type CheckpointImage,
 } from './checkpoint-image.js';
 
-/** The `format` of a patch record. @internal */
-export const patchFormat = 'runplane.checkpoint-patch';
+/** The `format` of a patch record. */
+const patchFormat = 'runplane.checkpoint-patch';
 
 const patchRecordSchema = z.object({
   format: z.literal(patchFormat),
