@@ -13,8 +13,9 @@
  * The host is shared and its speed drifts, so the ratios (runplane ÷ bare XState, both measured
  * in the same process a few seconds apart) are the headline figures, not the absolute µs.
  *
- * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint, memory, heap,
- * serve-latency, serve-fanout, serve-sessions, serve-hostile, retention, telemetry. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
+ * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint,
+ * checkpoint-incremental, memory, heap, serve-latency, serve-fanout, serve-sessions,
+ * serve-hostile, retention, telemetry. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
  * quick check (default 100,000 sessions × 10 runs).
  */
 import { spawnSync } from 'node:child_process';
@@ -41,6 +42,8 @@ const suites: Record<string, Suite> = {
   'session-curve': async () => (await import('./core.bench.js')).sessionCostCurve(),
   turnloop: async () => (await import('./turn-loop.figures.js')).turnLoopFigures(),
   checkpoint: async () => (await import('./turn-loop.figures.js')).checkpointFigures(),
+  'checkpoint-incremental': async () =>
+    (await import('./turn-loop.figures.js')).incrementalCheckpointFigures(),
   memory: async () => (await import('./core.bench.js')).memory(),
   heap: async () => (await import('./core.bench.js')).heapAfterManyRuns(),
   // Workload 8: `runplane serve` in its own process, this process the HTTP client.

@@ -12,17 +12,24 @@
  * - checkpointSqlite10k: a stop with 10,000 buffered items → the checkpoint is written; then a
  *   new loop loads it and offers the items to genInput (target save + load ≤ 50 ms).
  * - pushesPerSecond: pushes into a loop whose turn is busy (target ≥ 100,000/s).
+ * - checkpointIncremental (issue 15): `loop.checkpoint()` of a busy loop holding 100,000 items,
+ *   then one push + a save, as a patch (target ≤ 5 ms) and as a whole save; the load of
+ *   base + patches against the load of a whole save (target ≤ 1.5×).
+ * - immerOnPushPath: what one immer `produce` per push into a chunked 100,000-item buffer costs,
+ *   against the in-place append the loop does (why immer stays off the push path).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { freeze, produce } from 'immer';
 import {
   CancelMode,
   createRuntime,
   createTurnLoop,
   sleep,
   type Agent,
+  type CheckpointStore,
   type RunContext,
 } from '../src/index.js';
 import { createSqliteCheckpointStore } from '../src/stores/sqlite/index.js';
@@ -279,4 +286,165 @@ export async function runTurnLoopBench() {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   console.log(JSON.stringify(await runTurnLoopBench(), null, 2));
+}
+
+type Item = { id: number; text: string };
+const median = (samples: number[]) => +quantile(samples, 0.5).toFixed(3);
+
+/** The store as a user's store without `append` / `load`: every save is whole. */
+const wholeOnly = (store: CheckpointStore): CheckpointStore => ({
+  get: (ctx, id) => store.get(ctx, id),
+  set: (ctx, id, data) => store.set(ctx, id, data),
+  delete: (ctx, id) => store.delete(ctx, id),
+});
+
+/** A new loop on `store` loads the checkpoint; ms from `run()` to genResume offering every item. */
+async function timeLoad(store: CheckpointStore, expected: number): Promise<number> {
+  const runtime = createRuntime();
+  let offered = 0;
+  let loaded!: () => void;
+  const planned = new Promise<void>((resolve) => (loaded = resolve));
+  const loop = createTurnLoop<Item>({
+    runtime,
+    ownerId: 'bench',
+    sessionId: 'incremental-load',
+    store,
+    checkpointId: 'cp',
+    genInput: (all) => ({ input: all, consumed: [], remaining: all }),
+    genResume: (args) => {
+      offered = args.interrupted.length + args.unhandled.length + args.newItems.length;
+      loaded();
+      return { input: 0, consumed: [], remaining: [...args.interrupted, ...args.unhandled] };
+    },
+    prepareAgent: () => ({ execute: () => Promise.resolve('unused') }),
+  });
+  const t0 = performance.now();
+  loop.run();
+  await planned;
+  const ms = performance.now() - t0;
+  if (offered !== expected) throw new Error(`expected ${expected} items, got ${offered}`);
+  loop.stop({ skipCheckpoint: true });
+  await loop.wait();
+  await runtime.shutdown({ graceMs: 100 });
+  return ms;
+}
+
+/**
+ * `loop.checkpoint()` of a live loop holding `items` buffered items (its turn busy), SQLite:
+ * the first save (whole), then `patches` times one push + a save (a patch each; whole with a
+ * store that lacks `append`), then the load of base + patches against the load of a whole save.
+ */
+export async function checkpointIncremental(items: number, patches: number, rounds: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'runplane-bench-'));
+  const result = {
+    firstSaveMs: [] as number[],
+    patchSaveMs: [] as number[],
+    wholeSaveAfterPushMs: [] as number[],
+    chainLoadMs: [] as number[],
+    wholeLoadMs: [] as number[],
+    patchBytes: 0,
+  };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const incremental of [true, false]) {
+        const sqlite = createSqliteCheckpointStore({
+          filename: join(dir, `inc-${r}-${incremental}.db`),
+        });
+        const store = incremental ? sqlite : wholeOnly(sqlite);
+        const runtime = createRuntime();
+        let started: Started | undefined;
+        const loop = createTurnLoop<Item>({
+          runtime,
+          ownerId: 'bench',
+          sessionId: 'incremental',
+          store,
+          checkpointId: 'cp',
+          genInput: (all) => ({
+            input: all[0],
+            consumed: all.slice(0, 1),
+            remaining: all.slice(1),
+          }),
+          prepareAgent: () => recordingAgent((s) => (started = s)),
+        });
+        loop.push({ id: -1, text: 'running' });
+        loop.run();
+        while (started === undefined) await new Promise((resolve) => setImmediate(resolve));
+        for (let i = 0; i < items; i++) {
+          loop.push({ id: i, text: `buffered message number ${i} with a little text in it` });
+        }
+        let t = performance.now();
+        await loop.checkpoint();
+        if (incremental) result.firstSaveMs.push(performance.now() - t);
+        const saves: number[] = [];
+        for (let p = 0; p < patches; p++) {
+          loop.push({ id: items + p, text: 'one more message' });
+          t = performance.now();
+          await loop.checkpoint();
+          saves.push(performance.now() - t);
+        }
+        (incremental ? result.patchSaveMs : result.wholeSaveAfterPushMs).push(median(saves));
+        if (incremental) {
+          const chain = await sqlite.load({}, 'cp');
+          result.patchBytes = chain?.patches.reduce((sum, p) => sum + p.length, 0) ?? 0;
+          if (chain?.patches.length !== patches) throw new Error('expected a chain of patches');
+        }
+        // A crash: the checkpoint is read by a new loop while this one still runs.
+        const loadMs = await timeLoad(store, items + patches + 1);
+        (incremental ? result.chainLoadMs : result.wholeLoadMs).push(loadMs);
+        loop.stop({ mode: 'immediate', skipCheckpoint: true });
+        await loop.wait();
+        sqlite.close();
+        await runtime.shutdown({ graceMs: 100 });
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return {
+    items,
+    patches,
+    rounds,
+    firstSaveMedianMs: median(result.firstSaveMs),
+    patchSaveMedianMs: median(result.patchSaveMs),
+    wholeSaveAfterPushMedianMs: median(result.wholeSaveAfterPushMs),
+    chainLoadMedianMs: median(result.chainLoadMs),
+    wholeLoadMedianMs: median(result.wholeLoadMs),
+    loadRatio: +(median(result.chainLoadMs) / median(result.wholeLoadMs)).toFixed(2),
+    patchBytes: result.patchBytes,
+  };
+}
+
+/**
+ * What immer would cost on the push path: one `produce` per push into a chunked buffer of
+ * `items` items (one chunk copied, the chunk record copied), against the plain in-place append.
+ */
+export function immerOnPushPath(items: number, pushes: number) {
+  const size = 512;
+  let ledger: { next: number; chunks: Record<string, readonly number[]> } = { next: 0, chunks: {} };
+  for (let at = 0; at < items; at += size) {
+    ledger.chunks[ledger.next++] = Array.from(
+      { length: Math.min(size, items - at) },
+      (_, i) => at + i,
+    );
+  }
+  ledger = freeze(ledger, true);
+  let t = performance.now();
+  for (let i = 0; i < pushes; i++) {
+    ledger = produce(ledger, (draft) => {
+      const last = draft.chunks[draft.next - 1] as number[];
+      if (last.length < size) last.push(i);
+      else draft.chunks[draft.next++] = [i];
+    });
+  }
+  const immerUs = ((performance.now() - t) / pushes) * 1000;
+  const plain: number[] = Array.from({ length: items }, (_, i) => i);
+  t = performance.now();
+  for (let i = 0; i < pushes; i++) plain.push(i);
+  const plainUs = ((performance.now() - t) / pushes) * 1000;
+  return {
+    items,
+    pushes,
+    immerUsPerPush: +immerUs.toFixed(3),
+    plainUsPerPush: +plainUs.toFixed(4),
+  };
 }

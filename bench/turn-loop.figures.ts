@@ -5,7 +5,9 @@
  */
 import type { Figure } from './core.bench.js';
 import {
+  checkpointIncremental,
   checkpointSqlite,
+  immerOnPushPath,
   preemptToNextTurn,
   pushesPerSecond,
   pushToTurnStarted,
@@ -75,5 +77,52 @@ export async function checkpointFigures(): Promise<Figure[]> {
       },
     });
   }
-  return figures;
+  return [...figures, ...(await incrementalCheckpointFigures())];
+}
+
+/**
+ * Incremental checkpoints (issue 15): `loop.checkpoint()` after one push into a busy loop
+ * holding 100,000 items, as an immer patch beside the whole save a store without `append` gets,
+ * and the load of base + 10 patches beside the load of a whole save; immer on the push path.
+ */
+export async function incrementalCheckpointFigures(): Promise<Figure[]> {
+  const r = await checkpointIncremental(100_000, 10, 1);
+  const immer = immerOnPushPath(100_000, 2_000);
+  return [
+    {
+      name: 'checkpoint() after one push, 100,000 items held, SQLite: patch save (median of 10)',
+      value: r.patchSaveMedianMs,
+      unit: 'ms',
+      target: '≤ 5 ms',
+      meets: r.patchSaveMedianMs <= 5,
+      detail: {
+        wholeSaveAfterPushMs: r.wholeSaveAfterPushMedianMs,
+        firstSaveMs: r.firstSaveMedianMs,
+        patchBytes: r.patchBytes,
+      },
+    },
+    {
+      name: 'checkpoint() after one push, 100,000 items held, SQLite: whole save (store without append)',
+      value: r.wholeSaveAfterPushMedianMs,
+      unit: 'ms',
+      target: 'none (reported)',
+      meets: true,
+    },
+    {
+      name: 'checkpoint load, 100,000 items: base + 10 patches ÷ whole load',
+      value: r.loadRatio,
+      unit: '×',
+      target: '≤ 1.5×',
+      meets: r.loadRatio <= 1.5,
+      detail: { chainLoadMs: r.chainLoadMedianMs, wholeLoadMs: r.wholeLoadMedianMs },
+    },
+    {
+      name: 'immer produce per push into a chunked 100,000-item buffer (kept off the push path)',
+      value: immer.immerUsPerPush,
+      unit: 'µs',
+      target: 'none (reported)',
+      meets: true,
+      detail: { inPlaceAppendUs: immer.plainUsPerPush },
+    },
+  ];
 }

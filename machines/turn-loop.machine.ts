@@ -102,6 +102,18 @@ export const turnLoopMachine = turnLoopSetup
           if (neverRan) enqueue('unplanTurn');
           if (ending.error !== undefined) {
             end('error', ending.error);
+          } else if (ending.suspension !== undefined) {
+            // The agent ended the turn asking for outside input: the loop exits with a mid-turn
+            // checkpoint of the turn, whether or not a stop or a preempt was pending.
+            enqueue.assign({
+              ending: {
+                cause: 'suspend',
+                reason: 'suspended',
+                interrupted: turn.plan.consumed,
+                agentState: ending.agentState ?? turn.resume?.agentState,
+                suspension: ending.suspension,
+              },
+            });
           } else if (cancelled) {
             if (context.closed) {
               // Nothing ran: a clean stop, the items are unhandled.
@@ -144,6 +156,7 @@ export const turnLoopMachine = turnLoopSetup
     }),
     on: {
       'loop.preempt_due': { actions: 'firePreempt' },
+      'loop.checkpointing': { actions: 'markStored' },
     },
     states: {
       loop: {
@@ -208,6 +221,7 @@ export const turnLoopMachine = turnLoopSetup
                       unhandled: turn.resume?.unhandled ?? [],
                       newItems: turn.taken,
                       agentState: turn.resume?.agentState,
+                      suspension: turn.resume?.suspension,
                     }
                   : {
                       kind: 'input',
@@ -290,6 +304,7 @@ export const turnLoopMachine = turnLoopSetup
                     unhandled: context.exit?.unhandled ?? [],
                     interrupted: context.exit?.interrupted ?? [],
                     agentState: context.exit?.agentState,
+                    suspension: context.exit?.suspension,
                   }),
                   onDone: {
                     target: '#turnLoop.loop.exited',

@@ -152,6 +152,7 @@ const loopSetup = setup({
           interrupted: loaded.interrupted,
           unhandled: loaded.unhandled,
           agentState: loaded.agentState,
+          suspension: loaded.suspension,
         },
       };
     }),
@@ -163,6 +164,11 @@ const loopSetup = setup({
         interrupted: [],
         agentState: undefined,
       },
+    })),
+
+    /** A live checkpoint is being saved: the store holds one of this loop from now on. */
+    markStored: assign(({ context }) => ({
+      checkpoint: { ...context.checkpoint, loaded: true },
     })),
 
     /** The loaded checkpoint was deleted (an earlier failure to delete it is over). */
@@ -189,6 +195,12 @@ const loopSetup = setup({
       };
       const resume = context.resume;
       const interrupted = resume?.interrupted ?? ending.interrupted;
+      // A pending resume of a suspension keeps its request (not the answer: it was not used).
+      const pending = resume?.suspension;
+      const suspension =
+        pending === undefined
+          ? ending.suspension
+          : { turnId: pending.turnId, runId: pending.runId, request: pending.request };
       return {
         closed: true,
         exit: {
@@ -197,6 +209,7 @@ const loopSetup = setup({
           unhandled: [...(resume?.unhandled ?? []), ...context.requeued, ...context.buffer],
           interrupted,
           agentState: resume === undefined ? ending.agentState : resume.agentState,
+          suspension,
           midTurn: resume !== undefined || interrupted.length > 0,
         },
         buffer: [],
@@ -223,20 +236,23 @@ const loopSetup = setup({
     loadedCheckpointUsed: ({ context, event }) => {
       if (event.type !== 'turn.ended' || !context.checkpoint.loaded) return false;
       const { ending } = event;
-      if (ending.error !== undefined) return false;
+      // A suspended turn's exit saves over the loaded checkpoint.
+      if (ending.error !== undefined || ending.suspension !== undefined) return false;
       if (ending.status !== 'CANCELLED' || ending.cancelledBy === 'handler') return true;
       return ending.cancelledBy === 'preempt' && ending.agentStarted && !context.closed;
     },
     mustSave: ({ context }) =>
       context.ran &&
       context.settings.hasStore &&
-      context.exit?.cause === 'stop' &&
+      context.exit !== undefined &&
+      context.exit.cause !== 'error' &&
       context.stop?.skipCheckpoint !== true &&
       (context.exit.unhandled.length > 0 || context.exit.midTurn),
     mustDelete: ({ context }) =>
       context.ran &&
       context.settings.hasStore &&
-      context.exit?.cause === 'stop' &&
+      context.exit !== undefined &&
+      context.exit.cause !== 'error' &&
       context.checkpoint.loaded,
   },
 });

@@ -53,11 +53,28 @@ export interface StopRequest {
   readonly skipCheckpoint: boolean;
 }
 
+/**
+ * A turn suspended by its agent for outside input (`ctx.suspend(request)`, Eino's business
+ * interrupt): which turn and run, and what it asked for (JSON data).
+ */
+export interface TurnSuspension {
+  readonly turnId: string;
+  readonly runId: string;
+  readonly request: unknown;
+}
+
+/** A suspension being resumed: the request, and the answer `run({ answer })` brought (if any). */
+export interface ResumedSuspension extends TurnSuspension {
+  readonly answer: unknown;
+}
+
 /** A pending resume, from a mid-turn checkpoint. */
 export interface ResumeState {
   readonly interrupted: readonly unknown[];
   readonly unhandled: readonly unknown[];
   readonly agentState: unknown;
+  /** Set when the checkpoint was saved by a suspended turn. */
+  readonly suspension?: ResumedSuspension | undefined;
 }
 
 /** The plan of a turn, as genInput or genResume answered it (checked against the taken items). */
@@ -134,6 +151,8 @@ export interface RunSettlement {
    * session (behind a run that is not the loop's) consumed nothing.
    */
   readonly agentStarted: boolean;
+  /** What the agent asked for with `ctx.suspend(request)`, if it suspended. */
+  readonly suspension?: { readonly request: unknown } | undefined;
 }
 
 /** What onAgentEvents answered, as the `handleEvents` logic reports it. */
@@ -145,6 +164,8 @@ export interface HandlerResult {
   readonly error: unknown;
   /** The error is a cancellation: for a cancelled run it is the turn's own, not a failure. */
   readonly isCancellation: boolean;
+  /** The error is the run's own `RunSuspendedError`: for a suspended turn, not a failure. */
+  readonly isSuspension?: boolean;
 }
 
 /** How a turn ended, as the turn machine reports it to the loop. */
@@ -158,33 +179,48 @@ export interface TurnEnding {
   /** Who of this loop cancelled the run first (a stop overrides a preempt), if anyone. */
   readonly cancelledBy: TurnCanceller | undefined;
   readonly agentStarted: boolean;
+  /** Set when the agent ended the turn by suspending it (and no cancel won first). */
+  readonly suspension?: TurnSuspension | undefined;
 }
 
 /** Why the loop is exiting and what the exiting turn left behind. */
 export interface LoopEnding {
-  /** `stop`: the loop was stopped (a checkpoint may be saved); `error`: it failed. */
-  readonly cause: 'stop' | 'error';
+  /**
+   * `stop`: the loop was stopped (a checkpoint may be saved); `suspend`: a turn suspended for
+   * outside input (a checkpoint is saved); `error`: it failed.
+   */
+  readonly cause: LoopEndCause;
   /** `undefined` for a clean stop; else the error, or a {@link TurnCancelInfo}. */
   readonly reason: unknown;
   /** Items of a turn that did not finish. */
   readonly interrupted: readonly unknown[];
   readonly agentState: unknown;
+  /** For `suspend`: the suspended turn and its request. */
+  readonly suspension?: TurnSuspension | undefined;
 }
+
+/** Why the loop ends. */
+export type LoopEndCause = 'stop' | 'suspend' | 'error';
 
 /** The exit bookkeeping, computed once the buffer is closed. */
 export interface LoopExit {
-  readonly cause: 'stop' | 'error';
+  readonly cause: LoopEndCause;
   readonly reason: unknown;
   readonly unhandled: readonly unknown[];
   readonly interrupted: readonly unknown[];
   readonly agentState: unknown;
+  /** A suspended turn (this exit's, or a pending resume's that never ran). */
+  readonly suspension: TurnSuspension | undefined;
   /** Whether a checkpoint written now would be `mid-turn`. */
   readonly midTurn: boolean;
 }
 
 /** The loop's dealings with its store. */
 export interface CheckpointState {
-  /** A checkpoint was loaded and is still in the store (not yet deleted or overwritten). */
+  /**
+   * A checkpoint of this loop is in the store, not yet deleted or overwritten: it was loaded, or
+   * saved by `loop.checkpoint()`.
+   */
   readonly loaded: boolean;
   /** A save was attempted on exit. */
   readonly attempted: boolean;
@@ -246,6 +282,8 @@ export type TurnLoopEvent =
   | { type: 'loop.stop'; at: number; call: StopCall }
   | { type: 'loop.preempt_due'; id: number }
   | { type: 'loop.idle_due' }
+  /** `loop.checkpoint()` is saving the live loop: a checkpoint of it is in the store. */
+  | { type: 'loop.checkpointing' }
   /** The turn was planned and its run started, in one step (there is no window between). */
   | { type: 'turn.started'; turnId: string; runId: string; plan: TurnPlan }
   /** genInput (or genResume) consumed nothing: no run. */
@@ -261,6 +299,8 @@ export interface LoadedCheckpoint {
   readonly interrupted: readonly unknown[];
   readonly agentState: unknown;
   readonly turnSeq: number;
+  /** A suspended turn's request, with the answer given to `run({ answer })`. */
+  readonly suspension?: ResumedSuspension | undefined;
 }
 
 /**
@@ -281,6 +321,7 @@ export type TurnInput =
       readonly unhandled: readonly unknown[];
       readonly newItems: readonly unknown[];
       readonly agentState: unknown;
+      readonly suspension: ResumedSuspension | undefined;
     };
 
 /** Input of the `saveCheckpoint` logic. */
@@ -289,6 +330,7 @@ export interface SaveCheckpointInput {
   readonly unhandled: readonly unknown[];
   readonly interrupted: readonly unknown[];
   readonly agentState: unknown;
+  readonly suspension?: TurnSuspension | undefined;
 }
 
 /** Input of the `timer` logic: send `event` back once the clock reaches `at`. */

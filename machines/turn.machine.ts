@@ -4,12 +4,15 @@
  *
  * @remarks
  * Two parallel regions:
- * - `progress`: `planning → starting → running → handling → ended`. `planning` is genInput (or
+ * - `progress`: `planning → starting → running → handling | suspended → ended`. `planning` is genInput (or
  *   genResume), then prepareAgent (`planTurn`, answering `turn.planned`); `starting` starts the run (`startRun`) and the
  *   loop hears `turn.started`, with the plan and the run id, in the same step. While `running`,
  *   the run executes (`followRun` answers `run.settled`) and onAgentEvents reads its events
  *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for onAgentEvents once the run has
- *   settled. A handler that returns while its run executes cancels the run. Then `turn.ended`.
+ *   settled. A handler that returns while its run executes cancels the run. `suspended` is
+ *   `handling` for a run whose agent ended it with `ctx.suspend(request)` (Eino's business
+ *   interrupt) before any cancel landed: the agent ended the turn, asking for outside input.
+ *   Then `turn.ended`.
  * - `cancel`: who of the loop cancelled the run: `uncancelled → preempted → stopped`,
  *   `uncancelled → stopped`, or `uncancelled → endedByHandler`. A `turn.cancel` command reaches
  *   the run through `cancelRun`, which records whether it contributed to the run's cancel
@@ -97,7 +100,10 @@ const turnSetup = setup({
     followRun: fromCallback<EventObject, { turnId: string; runId: string }>(() => undefined),
     /** Placeholder: onAgentEvents over the run's events; answers `handler.returned`. */
     handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(({ sendBack }) =>
-      sendBack({ type: 'handler.returned', result: { error: undefined, isCancellation: false } }),
+      sendBack({
+        type: 'handler.returned',
+        result: { error: undefined, isCancellation: false, isSuspension: false },
+      }),
     ),
   },
   actions: {
@@ -114,6 +120,9 @@ const turnSetup = setup({
       if (event.type !== 'turn.cancel') return {};
       return { lastCancel: { by: event.by, contributed: true, reason: event.request.reason } };
     }),
+    recordSettlement: assign(({ event }) =>
+      event.type === 'run.settled' ? { settlement: event.settlement } : {},
+    ),
     /** Placeholder: aborts the turn's `preempted` signal. */
     signalPreempted: (_, _reason: string | undefined) => undefined,
     /** Placeholder: aborts the turn's `stopped` signal. */
@@ -132,6 +141,11 @@ const turnSetup = setup({
     stoppedIt: stateIn({ cancel: 'stopped' }),
     preemptedIt: stateIn({ cancel: 'preempted' }),
     handlerEndedIt: stateIn({ cancel: 'endedByHandler' }),
+    agentSuspended: ({ event }) =>
+      event.type === 'run.settled' &&
+      event.settlement.suspension !== undefined &&
+      event.settlement.status !== 'CANCELLED',
+    suspendedIt: stateIn({ progress: 'suspended' }),
   },
 });
 
@@ -148,10 +162,14 @@ export const turnMachine = turnSetup
           const settlement = context.settlement as RunSettlement;
           const handled = context.handled as HandlerResult;
           const cancelled = settlement.status === 'CANCELLED';
+          const suspended = check('suspendedIt');
           const ending: TurnEnding = {
             status: settlement.status,
-            // The loop handles its turns' cancellations itself.
-            error: cancelled && handled.isCancellation ? undefined : handled.error,
+            // The loop handles its turns' cancellations and suspensions itself.
+            error:
+              (cancelled && handled.isCancellation) || (suspended && handled.isSuspension)
+                ? undefined
+                : handled.error,
             cancel: settlement.cancel,
             agentState: settlement.agentState,
             cancelledBy: check('stoppedIt')
@@ -162,6 +180,13 @@ export const turnMachine = turnSetup
                   ? 'handler'
                   : undefined,
             agentStarted: settlement.agentStarted,
+            suspension: suspended
+              ? {
+                  turnId: context.input.turnId,
+                  runId: context.runId as string,
+                  request: settlement.suspension?.request,
+                }
+              : undefined,
           };
           enqueue({ type: 'forgetTurn', params: context.input.turnId });
           enqueue.sendParent({ type: 'turn.ended', turnId: context.input.turnId, ending });
@@ -247,11 +272,25 @@ export const turnMachine = turnSetup
               }),
             },
             on: {
-              'run.settled': {
-                target: 'handling',
-                actions: assign(({ event }) => ({ settlement: event.settlement })),
-              },
+              'run.settled': [
+                {
+                  guard: 'agentSuspended',
+                  target: 'suspended',
+                  actions: 'recordSettlement',
+                },
+                {
+                  target: 'handling',
+                  actions: 'recordSettlement',
+                },
+              ],
             },
+          },
+          /**
+           * The agent suspended the turn for outside input (`ctx.suspend(request)`) before any
+           * cancel landed; onAgentEvents has not returned yet.
+           */
+          suspended: {
+            always: { guard: 'handlerReturned', target: 'ended', actions: 'reportEnding' },
           },
           /** The run has settled; onAgentEvents has not returned yet. */
           handling: {

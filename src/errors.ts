@@ -11,6 +11,7 @@ export type RunplaneErrorCode =
   | 'RUN_ALREADY_STARTED'
   | 'RUN_CANCELLED'
   | 'RUN_TIMEOUT'
+  | 'RUN_SUSPENDED'
   | 'SESSION_BUSY'
   | 'SESSION_QUEUE_FULL'
   | 'NOT_FOUND'
@@ -171,6 +172,25 @@ export class TurnCancelledError extends RunCancelledError {
 }
 
 /**
+ * The agent suspended its run for outside input with `ctx.suspend(request)`. Code
+ * `RUN_SUSPENDED`.
+ *
+ * @remarks Thrown by `ctx.suspend` (Eino's business interrupt, `compose.Interrupt`'s error):
+ * let it propagate out of `execute`. The run ends FAILED with it; a TurnLoop reads it as the
+ * turn's suspension (`exitReason: 'suspended'`), not as a failure.
+ */
+export class RunSuspendedError extends RunplaneError {
+  constructor(
+    /** The suspended run. */
+    readonly runId: string,
+    /** What the agent asks for (JSON data, frozen). */
+    readonly request: unknown,
+  ) {
+    super('RUN_SUSPENDED', `run ${runId} suspended for outside input`);
+  }
+}
+
+/**
  * A push after the loop stopped, once its late items were taken. Code `LATE_ITEMS_TAKEN`.
  *
  * @remarks Thrown by `loop.push()` so that an item pushed after `exit.takeLateItems()` is never
@@ -200,8 +220,11 @@ export class CheckpointCorruptError extends RunplaneError {
 /** A store operation failed; the store's own error is `cause`. Code `STORE_FAILED`. */
 export class StoreFailedError extends RunplaneError {
   constructor(
-    /** What was attempted: `get`, `set`, `delete`, or `encode` (the codec failed). */
-    readonly operation: 'get' | 'set' | 'delete' | 'encode',
+    /**
+     * What was attempted: `get`, `set`, `delete`, `append` or `load` (an incremental store), or
+     * `encode` (the codec failed).
+     */
+    readonly operation: 'get' | 'set' | 'delete' | 'append' | 'load' | 'encode',
     /** The key involved (a checkpoint id). */
     readonly key: string,
     cause: unknown,

@@ -38,6 +38,7 @@ export {
   RunplaneError,
   RunAlreadyStartedError,
   RunCancelledError,
+  RunSuspendedError,
   SessionBusyError,
   SessionQueueFullError,
   InvalidArgumentError,
@@ -151,14 +152,16 @@ export type {
   TurnLoop,
   TurnLoopConfig,
   TurnLoopExit,
+  TurnLoopRunOptions,
 } from './turn-loop/turn-loop-types.js';
+export type { TurnSuspension } from '../machines/turn-loop.types.js';
 export {
   checkpointFormat,
   checkpointVersion,
   jsonCheckpointCodec,
 } from './turn-loop/checkpoint.js';
 export type { Checkpoint, CheckpointCodec, PersistedLoopSnapshot } from './turn-loop/checkpoint.js';
-export type { CheckpointStore } from './stores/checkpoint-store.js';
+export type { CheckpointStore, StoredCheckpoint } from './stores/checkpoint-store.js';
 export { createMemoryCheckpointStore } from './stores/memory-checkpoint-store.js';
 // Inspection and timelines (issue 6).
 export { combineInspectors, createTimelineRecorder } from './inspect/timeline-recorder.js';

@@ -136,6 +136,11 @@ export class AgentRun<TOutput = unknown> {
     return this.#run.safePointState;
   }
 
+  /** What the agent asked for with `ctx.suspend(request)`, once it did (`ctx.suspend`). */
+  get suspension(): { readonly request: unknown } | undefined {
+    return this.#run.suspension;
+  }
+
   /**
    * Starts the run: its session decides at once whether it runs now or waits in line (in start
    * order), following the run's `strategy`.

@@ -83,6 +83,20 @@ export interface RunContext extends AgentServices {
    */
   safePoint(this: void, kind: SafePointKind, state?: unknown): void;
   /**
+   * Suspends the run for outside input (Eino's business interrupt, `compose.Interrupt`): a tool
+   * approval, a form. Throws a {@link RunSuspendedError} (code `RUN_SUSPENDED`): let it
+   * propagate out of `execute`. The run ends FAILED with it; in a TurnLoop the turn ends as
+   * suspended, the loop exits with `exitReason: 'suspended'` and saves a mid-turn checkpoint
+   * holding `state`, and a later `run({ answer })` hands the answer to `genResume`.
+   *
+   * @param request - what the agent asks for; JSON data (it is checkpointed), frozen here
+   * @param state - the agent's state to resume from (as `safePoint(kind, state)` keeps it)
+   * @throws {@link RunSuspendedError} (`RUN_SUSPENDED`) always, unless: {@link RunCancelledError}
+   *   when a cancel already ended the run (the cancel wins), {@link InvalidArgumentError}
+   *   (`INVALID_ARGUMENT`) when `request` or `state` is not JSON data
+   */
+  suspend(this: void, request: unknown, state?: unknown): never;
+  /**
    * Starts a nested run of `agent` in this run's session, outside the session queue. A
    * recursive cancel of this run reaches it; when this run ends, a nested run still going is
    * cancelled.

@@ -8,7 +8,9 @@
 import type { SafePointKind } from '../../machines/cancel-request.js';
 import type { AgentServices } from '../agent/agent-services.js';
 import type { Clock } from '../clock.js';
+import { freeze } from 'immer';
 import { InvalidArgumentError } from '../errors.js';
+import { strictJsonValue } from '../turn-loop/checkpoint.js';
 import type { Agent, InterruptCause, RunContext, SpawnOptions } from './agent.js';
 import type { AgentRun } from './agent-run.js';
 
@@ -32,12 +34,27 @@ export interface RunContextHost {
   emitFromAgent(type: string, payload: Record<string, unknown>): void;
   /** A validated safe point: may throw RunCancelledError. */
   reachSafePoint(kind: SafePointKind, state: unknown): void;
+  /** A validated suspension: always throws. */
+  suspendRun(request: unknown, state: unknown): never;
   /** Starts a nested run. */
   spawnNested<TInput, TOutput>(
     agent: Agent<TInput, TOutput>,
     input: TInput,
     options: SpawnOptions | undefined,
   ): AgentRun<TOutput>;
+}
+
+/** Checks that `value` is JSON data (it is checkpointed) and deep-freezes it. */
+function checkedJson(value: unknown, name: string): unknown {
+  try {
+    JSON.stringify(value, strictJsonValue);
+  } catch (error) {
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be JSON data, got ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+  return freeze(value, true);
 }
 
 const safePointKinds: ReadonlySet<string> = new Set(['afterChatModel', 'afterToolCalls']);
@@ -103,6 +120,9 @@ export function createRunContext(run: RunContextHost): RunContext {
         );
       }
       run.reachSafePoint(kind, state);
+    },
+    suspend(request, state) {
+      run.suspendRun(checkedJson(request, 'request'), checkedJson(state, 'state'));
     },
     spawn: (agent, input, options) => run.spawnNested(agent, input, options),
   };

@@ -28,7 +28,12 @@ import type { runMachine } from '../../machines/run.machine.js';
 import type { AgentServices } from '../agent/agent-services.js';
 import type { RunTelemetry } from '../observability/run-telemetry.js';
 import type { Clock } from '../clock.js';
-import { createAbortReason, InvalidArgumentError, RunCancelledError } from '../errors.js';
+import {
+  createAbortReason,
+  InvalidArgumentError,
+  RunCancelledError,
+  RunSuspendedError,
+} from '../errors.js';
 import type { EventLog, SessionKey } from '../events/event-log.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import type { Agent, SpawnOptions } from './agent.js';
@@ -119,6 +124,8 @@ export class RunExecutor implements RunContextHost {
   handle: AgentRun<unknown> | undefined;
   /** The state the agent passed to its latest `ctx.safePoint(kind, state)`. */
   safePointState: unknown;
+  /** What the agent asked for with `ctx.suspend(request)`, once it did. */
+  suspension: { readonly request: unknown } | undefined;
 
   readonly #agent: Agent<unknown, unknown>;
   readonly #input: unknown;
@@ -385,6 +392,19 @@ export class RunExecutor implements RunContextHost {
     if (after?.status === 'CANCELLED') {
       throw new RunCancelledError(this.id, after.cause ?? 'cancel', after.cancel?.reason);
     }
+  }
+
+  suspendRun(request: unknown, state: unknown): never {
+    const context = this.#context();
+    if (context?.status === 'CANCELLED') {
+      throw new RunCancelledError(this.id, context.cause ?? 'cancel', context.cancel?.reason);
+    }
+    // The first suspension of a live run counts; the agent is expected to throw it out.
+    if (this.suspension === undefined && this.isLive()) {
+      this.suspension = { request };
+      if (state !== undefined) this.safePointState = state;
+    }
+    throw new RunSuspendedError(this.id, request);
   }
 
   spawnNested<TIn, TOut>(

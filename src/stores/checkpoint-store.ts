@@ -3,7 +3,8 @@
  * (docs/architecture.md, "Checkpoints and stores").
  *
  * @remarks A narrow driver interface, context object first: implement three methods and any
- * key-value backend will do. Implementations here: {@link createMemoryCheckpointStore} and,
+ * key-value backend will do; implement `append` and `load` too and saves become incremental
+ * (a base checkpoint plus patches). Implementations here: {@link createMemoryCheckpointStore} and,
  * from `runplane/stores/sqlite`, `createSqliteCheckpointStore`. One contract suite
  * (`test/stores/checkpoint-store.contract.test.ts`) runs against every implementation.
  *
@@ -44,6 +45,31 @@ export interface CheckpointStore {
    * @returns whether a checkpoint was there
    */
   delete(ctx: StoreContext, checkpointId: string): Promise<boolean>;
+  /**
+   * Optional, with `load`: appends a patch record to the checkpoint `set` last wrote. A TurnLoop
+   * then saves incrementally (immer patches on a base, compacted into a new `set` after a
+   * bound); a store without `append` and `load` gets whole saves.
+   *
+   * @param ctx - `{ signal }`
+   * @param checkpointId - the key; a checkpoint must be there (`set` before), else it rejects
+   * @param patch - the encoded patch record; the store keeps its own copy
+   */
+  append?(ctx: StoreContext, checkpointId: string, patch: Uint8Array): Promise<void>;
+  /**
+   * Optional, with `append`: reads a checkpoint with its patches, in append order. (`get` reads
+   * the base alone.)
+   *
+   * @param ctx - `{ signal }`
+   * @param checkpointId - the key
+   * @returns the base and its patches (copies), or `undefined` when there is none
+   */
+  load?(ctx: StoreContext, checkpointId: string): Promise<StoredCheckpoint | undefined>;
+}
+
+/** A checkpoint as an incremental store holds it: the base `set` wrote, then each `append`. */
+export interface StoredCheckpoint {
+  readonly base: Uint8Array;
+  readonly patches: readonly Uint8Array[];
 }
 
 /** @internal Rejects with the signal's reason when `ctx.signal` is already aborted. */

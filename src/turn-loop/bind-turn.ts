@@ -15,7 +15,7 @@ import type {
   TurnInput,
   TurnPlan,
 } from '../../machines/turn-loop.types.js';
-import { InvalidArgumentError, isCancellation } from '../errors.js';
+import { InvalidArgumentError, isCancellation, RunSuspendedError } from '../errors.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import { telemetryOf } from '../observability/runtime-telemetry.js';
 import { TurnSpans } from '../observability/turn-spans.js';
@@ -45,6 +45,8 @@ export interface BoundTurns<TItem> {
    * it has not ended, is cancelled at once, and the turn is forgotten.
    */
   leave(turnId: string): void;
+  /** The latest safe-point state of a turn's run, if it has one. */
+  agentStateOf(turnId: string): unknown;
   /** Forgets every turn (the loop has exited). */
   clear(): void;
 }
@@ -130,6 +132,7 @@ export function bindTurn<TItem, TInput>(
       unhandled: input.unhandled as TItem[],
       newItems: input.newItems as TItem[],
       agentState: input.agentState,
+      ...(input.suspension === undefined ? {} : { suspension: input.suspension }),
       get signal() {
         return planning.signal;
       },
@@ -190,7 +193,12 @@ export function bindTurn<TItem, TInput>(
     } catch (thrown) {
       error = thrown ?? new Error('onAgentEvents threw a nullish value');
     }
-    return { error, isCancellation: error !== undefined && isCancellation(error) };
+    return {
+      error,
+      isCancellation: error !== undefined && isCancellation(error),
+      // The run's own suspension, as its agent threw it (or the default handler read it).
+      isSuspension: error instanceof RunSuspendedError && error.runId === run.id,
+    };
   };
 
   const logic = turnMachine.provide({
@@ -248,6 +256,7 @@ export function bindTurn<TItem, TInput>(
                   : undefined,
               agentState: run.safePointState,
               agentStarted: run.agentStarted,
+              suspension: run.suspension,
             };
             sendBack({ type: 'run.settled', settlement });
           });
@@ -361,6 +370,7 @@ export function bindTurn<TItem, TInput>(
         cancelNow(run, 'turn loop stopped');
       }
     },
+    agentStateOf: (turnId) => hosts.get(turnId)?.run?.safePointState,
     clear: () => {
       hosts.clear();
       spans.clear();

@@ -4,6 +4,7 @@
  * @module
  */
 import { z } from 'zod';
+import type { TurnSuspension } from '../../machines/turn-loop.types.js';
 import { CheckpointCorruptError } from '../errors.js';
 
 /** The `format` field of every runplane checkpoint. */
@@ -19,7 +20,8 @@ export const checkpointVersion = 1;
  *   `interrupted` is empty. A later `run()` puts them in front of newly pushed items.
  * - `mid-turn`: a turn was cancelled by a stop (or a resume was still pending);
  *   `interrupted` are that turn's consumed items and `agentState` what its agent passed to
- *   `ctx.safePoint(kind, state)`. A later `run()` calls `genResume`.
+ *   `ctx.safePoint(kind, state)` (or to `ctx.suspend(request, state)`). A later `run()` calls
+ *   `genResume`. `suspension` is set when the turn's agent suspended it for outside input.
  *
  * `loop` is the loop actor's persisted snapshot, with the item arrays moved out into
  * `unhandled` / `interrupted` (they would otherwise be stored twice).
@@ -32,6 +34,8 @@ export interface Checkpoint<TItem = unknown> {
   readonly unhandled: readonly TItem[];
   readonly interrupted: readonly TItem[];
   readonly agentState?: unknown;
+  /** A mid-turn checkpoint of a suspended turn: its turn, run and request (JSON data). */
+  readonly suspension?: TurnSuspension;
   /** Clock time of the save, in ms. */
   readonly savedAt: number;
 }
@@ -68,7 +72,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * `undefined` is left out, as JSON does, and reads back as `undefined`; a `Date` becomes its ISO
  * string through its `toJSON`.)
  */
-function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
+/** @internal */
+export function strictJsonValue(this: unknown, key: string, value: unknown): unknown {
   const kind = typeof value;
   if (kind === 'function' || kind === 'symbol' || (value === undefined && Array.isArray(this))) {
     throw new TypeError(
@@ -113,11 +118,18 @@ const envelopeSchema = z
     unhandled: z.array(z.unknown()),
     interrupted: z.array(z.unknown()),
     agentState: z.unknown().optional(),
+    suspension: z
+      .object({ turnId: z.string(), runId: z.string(), request: z.unknown() })
+      .optional(),
     savedAt: z.number(),
   })
   .refine((envelope) => envelope.kind === 'mid-turn' || envelope.interrupted.length === 0, {
     error: 'a between-turns checkpoint has no interrupted items',
     path: ['interrupted'],
+  })
+  .refine((envelope) => envelope.kind === 'mid-turn' || envelope.suspension === undefined, {
+    error: 'a between-turns checkpoint has no suspension',
+    path: ['suspension'],
   });
 
 /**
@@ -157,6 +169,16 @@ export function decodeCheckpoint(
       `unknown version ${JSON.stringify(version)} (this runplane reads version ${checkpointVersion})`,
     );
   }
+  return checkCheckpoint(decoded, checkpointId);
+}
+
+/**
+ * Validates a decoded checkpoint of the right format and version.
+ *
+ * @throws {@link CheckpointCorruptError} (`CHECKPOINT_CORRUPT`) when the shape is wrong
+ * @internal
+ */
+export function checkCheckpoint(decoded: unknown, checkpointId: string): Checkpoint {
   const result = envelopeSchema.safeParse(decoded);
   if (!result.success) {
     const issue = result.error.issues[0];

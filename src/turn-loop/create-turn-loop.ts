@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { freeze } from 'immer';
 import { assign, createActor, fromCallback, fromPromise, type EventObject } from 'xstate';
 import { turnLoopMachine } from '../../machines/turn-loop.machine.js';
 import type {
@@ -27,17 +28,13 @@ import { guardInspect } from '../guard-inspect.js';
 import { inspectorOf } from '../runtime/runtime-inspector.js';
 import { parseOptions } from '../validation.js';
 import { bindTurn } from './bind-turn.js';
-import {
-  checkpointFormat,
-  checkpointVersion,
-  decodeCheckpoint,
-  jsonCheckpointCodec,
-  type Checkpoint,
-  type PersistedLoopSnapshot,
-} from './checkpoint.js';
+import { jsonCheckpointCodec, type Checkpoint } from './checkpoint.js';
+import { createCheckpointKeeper, type CheckpointKeeper } from './checkpoint-keeper.js';
+import { durableSnapshot, itemsInHand, liveSaveInput, toCheckpoint } from './loop-checkpoint.js';
 import {
   configSchema,
   pushSchema,
+  runSchema,
   stopSchema,
   strategyAnswerSchema,
   toSpec,
@@ -51,11 +48,10 @@ import type {
   TurnLoop,
   TurnLoopConfig,
   TurnLoopExit,
+  TurnLoopRunOptions,
 } from './turn-loop-types.js';
 
 const resolved: Promise<void> = Promise.resolve();
-/** Store calls whose effect must complete (the final checkpoint) get a signal that never aborts. */
-const uncancellable = new AbortController().signal;
 /** Numbers the loops without a checkpointId, for inspectors. */
 let loopCount = 0;
 
@@ -75,29 +71,6 @@ const toExitReason = (reason: unknown): unknown =>
         reason.escalated,
       )
     : reason;
-
-/** The loop actor's persisted snapshot with the items moved out (they go in the envelope). */
-function toDurableSnapshot(persisted: unknown): PersistedLoopSnapshot {
-  const { context, ...rest } = persisted as { context: TurnLoopContext } & Record<string, unknown>;
-  return {
-    ...rest,
-    status: String(rest.status),
-    value: rest.value,
-    children: {},
-    context: {
-      ...context,
-      buffer: [],
-      requeued: [],
-      dropped: [],
-      delayed: { seq: context.delayed.seq, pending: [] },
-      turn: undefined,
-      resume: undefined,
-      lastPush: undefined,
-      ending: undefined,
-      exit: undefined,
-    },
-  };
-}
 
 /**
  * Creates a TurnLoop: a supervisor that turns pushed items into turns, one run per turn, in
@@ -154,6 +127,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
   /** Pushes sent from inside a loop step, answered with an error: the machine ignores them. */
   const withdrawn = new Set<number>();
   let pushSeq = 0;
+  /** The answer given to `run({ answer })`, for a loaded suspension. */
+  let resumeAnswer: unknown;
   const late: TItem[] = [];
   let lateTaken = false;
   let exited = false;
@@ -167,16 +142,30 @@ export function createTurnLoop<TItem, TInput = unknown>(
     }
   };
   const turns = bindTurn(config, () => actor.getSnapshot().context.stop?.cause);
+  const keeper =
+    store === undefined
+      ? undefined
+      : createCheckpointKeeper({
+          store,
+          checkpointId: checkpointKey,
+          codec,
+          incremental:
+            config.codec === undefined &&
+            typeof store.append === 'function' &&
+            typeof store.load === 'function',
+          compactAfterPatches: config.compactAfterPatches ?? 32,
+        });
 
-  const storeCall = async <T>(
-    operation: 'get' | 'set' | 'delete',
-    call: () => Promise<T>,
-  ): Promise<T> => {
+  /** Saves the loop as `input` says, with its snapshot as it is now. */
+  const saveNow = (input: SaveCheckpointInput): Promise<void> => {
+    let checkpoint: Checkpoint;
     try {
-      return await call();
+      // Inside the try: a snapshot that cannot be persisted is an encode failure.
+      checkpoint = toCheckpoint(input, durableSnapshot(machine, actor.getSnapshot()), clock.now());
     } catch (error) {
-      throw new StoreFailedError(operation, checkpointKey, error);
+      return Promise.reject(new StoreFailedError('encode', checkpointKey, error));
     }
+    return (keeper as CheckpointKeeper).save(checkpoint);
   };
 
   /** Calls a push's strategy with the running turn, its answer checked. */
@@ -202,47 +191,23 @@ export function createTurnLoop<TItem, TInput = unknown>(
   const machine = turnLoopMachine.provide({
     actors: {
       loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(async () => {
-        const data = await storeCall('get', () =>
-          (store as NonNullable<typeof store>).get({ signal: uncancellable }, checkpointKey),
-        );
-        if (data === undefined) return undefined;
-        const checkpoint = decodeCheckpoint(codec, data, checkpointKey);
+        const checkpoint = await (keeper as CheckpointKeeper).load();
+        if (checkpoint === undefined) return undefined;
         return {
           kind: checkpoint.kind,
           unhandled: checkpoint.unhandled,
           interrupted: checkpoint.interrupted,
           agentState: checkpoint.agentState,
           turnSeq: checkpoint.loop.context.turnSeq,
+          suspension:
+            checkpoint.suspension === undefined
+              ? undefined
+              : { ...checkpoint.suspension, answer: resumeAnswer },
         };
       }),
       turn: turns.logic,
-      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(async ({ input }) => {
-        let data: Uint8Array;
-        try {
-          // Inside the try: persisting the snapshot walks every item too (a cycle throws there).
-          const checkpoint: Checkpoint = {
-            format: checkpointFormat,
-            version: checkpointVersion,
-            kind: input.kind,
-            loop: toDurableSnapshot(actor.getPersistedSnapshot()),
-            unhandled: input.unhandled,
-            interrupted: input.interrupted,
-            ...(input.agentState === undefined ? {} : { agentState: input.agentState }),
-            savedAt: clock.now(),
-          };
-          data = codec.encode(checkpoint);
-        } catch (error) {
-          throw new StoreFailedError('encode', checkpointKey, error);
-        }
-        await storeCall('set', () =>
-          (store as NonNullable<typeof store>).set({ signal: uncancellable }, checkpointKey, data),
-        );
-      }),
-      deleteCheckpoint: fromPromise<void>(async () => {
-        await storeCall('delete', () =>
-          (store as NonNullable<typeof store>).delete({ signal: uncancellable }, checkpointKey),
-        );
-      }),
+      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(({ input }) => saveNow(input)),
+      deleteCheckpoint: fromPromise<void>(() => (keeper as CheckpointKeeper).delete()),
       timer: fromCallback<EventObject, LoopTimerInput>(({ input, sendBack }) => {
         const handle = clock.setTimeout(
           () => sendBack(input.event),
@@ -326,6 +291,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         interruptedItems: (exit?.interrupted ?? []) as TItem[],
         droppedItems: [...context.dropped] as TItem[],
         stopCause: context.stop?.cause,
+        ...(exit?.suspension === undefined ? {} : { suspension: exit.suspension }),
         checkpointAttempted: context.checkpoint.attempted,
         checkpointError: context.checkpoint.error,
         takeLateItems,
@@ -333,21 +299,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
     },
     error(error) {
       // A defect inside the machine: report it as the exit, never as an unhandled rejection.
-      // Every item is placed once: a planned turn's remaining items are back in the buffer and
-      // its consumed ones are interrupted; an unplanned turn's taken items are still unhandled.
       const { context } = actor.getSnapshot();
-      const turn = context.turn;
-      const plan = turn?.plan;
-      const resume = context.resume ?? (plan === undefined ? turn?.resume : undefined);
+      const { unhandled, interrupted } = itemsInHand(context);
       finish({
         exitReason: error,
-        unhandledItems: [
-          ...(resume?.unhandled ?? []),
-          ...(plan === undefined ? [...(turn?.takenRequeued ?? []), ...(turn?.taken ?? [])] : []),
-          ...context.requeued,
-          ...context.buffer,
-        ] as TItem[],
-        interruptedItems: [...(resume?.interrupted ?? []), ...(plan?.consumed ?? [])] as TItem[],
+        unhandledItems: unhandled as TItem[],
+        interruptedItems: interrupted as TItem[],
         droppedItems: [...context.dropped] as TItem[],
         stopCause: context.stop?.cause,
         checkpointAttempted: context.checkpoint.attempted,
@@ -364,6 +321,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
       if (item === undefined) {
         throw new InvalidArgumentError('item', 'expected `item` to be a value, got undefined');
       }
+      // Frozen at push (plain objects and arrays, deeply): what is checkpointed is what was pushed.
+      freeze(item, true);
       if (lateTaken) throw new LateItemsTakenError();
       if (exited) {
         late.push(item);
@@ -405,9 +364,11 @@ export function createTurnLoop<TItem, TInput = unknown>(
       throw (outcome as { error: unknown }).error;
     },
 
-    run(): boolean {
+    run(options: TurnLoopRunOptions = {}): boolean {
+      parseOptions(runSchema, options, 'options');
       const { context } = actor.getSnapshot();
       if (exited || context.ran) return false;
+      resumeAnswer = options.answer;
       actor.send({ type: 'loop.run' });
       return true;
     },
@@ -426,6 +387,23 @@ export function createTurnLoop<TItem, TInput = unknown>(
 
     wait(): Promise<TurnLoopExit<TItem>> {
       return exitPromise;
+    },
+
+    checkpoint(): Promise<boolean> {
+      const snapshot = actor.getSnapshot();
+      const live = snapshot.matches({ loop: 'waiting' }) || snapshot.matches({ loop: 'turn' });
+      if (keeper === undefined || exited || !live) return Promise.resolve(false);
+      const { context } = snapshot;
+      const turn = context.turn;
+      const agentState =
+        turn?.plan === undefined
+          ? undefined
+          : (turns.agentStateOf(turn.turnId) ?? turn.resume?.agentState);
+      const saved = saveNow(liveSaveInput(context, agentState));
+      // The store now holds (or is about to hold) this loop's checkpoint: the loop deletes it
+      // once a turn has consumed its items, and at a clean exit that saves nothing.
+      actor.send({ type: 'loop.checkpointing' });
+      return saved.then(() => true);
     },
   };
 }

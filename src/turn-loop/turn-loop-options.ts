@@ -14,6 +14,9 @@ import type { PreemptOptions } from './turn-loop-types.js';
 const isFunction = (value: unknown): boolean => typeof value === 'function';
 const fn = (what: string) => z.custom<unknown>(isFunction, { error: what });
 
+/** The options of `loop.run()`. @internal */
+export const runSchema = z.strictObject({ answer: z.unknown().optional() });
+
 /** The config of `createTurnLoop`. @internal */
 export const configSchema = z
   .strictObject({
@@ -55,6 +58,11 @@ export const configSchema = z
       .optional(),
     requeuePreempted: z.boolean({ error: 'a boolean' }).optional(),
     itemIdOf: fn('a function (item) => its id in the log').optional(),
+    compactAfterPatches: z
+      .number({ error: 'an integer ≥ 1' })
+      .int({ error: 'an integer ≥ 1' })
+      .min(1, { error: 'an integer ≥ 1' })
+      .optional(),
     inspect: z
       .custom<unknown>(
         (value) =>

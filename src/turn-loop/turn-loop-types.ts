@@ -6,7 +6,7 @@
  */
 import type { InspectionEvent, Observer } from 'xstate';
 import type { CancelModeValue } from '../../machines/cancel-request.js';
-import type { StopMode } from '../../machines/turn-loop.types.js';
+import type { StopMode, TurnSuspension } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
@@ -48,8 +48,17 @@ export interface GenResumeArgs<TItem> {
   readonly unhandled: readonly TItem[];
   /** Everything pushed into this loop before the resume turn was planned. */
   readonly newItems: readonly TItem[];
-  /** What the interrupted turn's agent passed to its latest `ctx.safePoint(kind, state)`. */
+  /**
+   * What the interrupted turn's agent passed to its latest `ctx.safePoint(kind, state)`, or to
+   * `ctx.suspend(request, state)`.
+   */
   readonly agentState: unknown;
+  /**
+   * Set when the checkpoint holds a suspended turn (`ctx.suspend(request)`, Eino's business
+   * interrupt): its `request`, and the `answer` given to `loop.run({ answer })` (`undefined`
+   * when none was given). Build the resumed agent's input from `agentState` and `answer`.
+   */
+  readonly suspension?: TurnSuspension & { readonly answer: unknown };
   /** Aborted when the plan is abandoned. */
   readonly signal: AbortSignal;
 }
@@ -161,9 +170,10 @@ export interface StopOptions {
 /** How a TurnLoop ended: the same object for every `wait()` caller. */
 export interface TurnLoopExit<TItem> {
   /**
-   * `undefined` for a clean stop. A `TurnCancelledError` when the stop cancelled the last turn
-   * (`escalated` tells a graceful stop that hit its deadline); else the error that ended the
-   * loop (onAgentEvents' error, a throwing callback, `CheckpointCorruptError`, `StoreFailedError`).
+   * `undefined` for a clean stop. `'suspended'` when a turn's agent suspended it for outside
+   * input (`ctx.suspend(request)`; see `suspension`). A `TurnCancelledError` when the stop
+   * cancelled the last turn (`escalated` tells a graceful stop that hit its deadline); else the
+   * error that ended the loop (onAgentEvents' error, a throwing callback, `CheckpointCorruptError`, `StoreFailedError`).
    */
   readonly exitReason: unknown;
   /** Accepted items no turn consumed, in push order (a pending resume's unhandled items first). */
@@ -174,6 +184,11 @@ export interface TurnLoopExit<TItem> {
   readonly droppedItems: readonly TItem[];
   /** The first non-empty stop cause. */
   readonly stopCause: string | undefined;
+  /**
+   * Set when a turn suspended for outside input (`exitReason` is then `'suspended'`), or when a
+   * pending resume of a suspension never ran: the turn, its run and the agent's request.
+   */
+  readonly suspension?: TurnSuspension;
   /** Whether a checkpoint save was attempted on exit. */
   readonly checkpointAttempted: boolean;
   /**
@@ -239,8 +254,18 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
   readonly store?: CheckpointStore;
   /** The checkpoint's key in `store`; requires `store`. */
   readonly checkpointId?: string;
-  /** Encodes checkpoints. @default JSON (items and agent state must be JSON values) */
+  /**
+   * Encodes checkpoints. A custom codec turns incremental saves off (patches are JSON).
+   * @default JSON (items and agent state must be JSON values)
+   */
   readonly codec?: CheckpointCodec;
+  /**
+   * With a store that has `append` and `load` (incremental), and the default codec: how many
+   * patch records a checkpoint chain holds on one base before the next save is whole again (a
+   * save is also whole once the chain's patches outweigh its base). An integer ≥ 1.
+   * @default 32
+   */
+  readonly compactAfterPatches?: number;
   /**
    * Offer a preempted turn's consumed items to the next genInput as `preemptedItems`
    * instead of counting them as consumed. @default false
@@ -258,6 +283,15 @@ export interface TurnLoopConfig<TItem, TInput = unknown> {
    * or it sees each event twice. A throwing observer is reported, never thrown into the loop.
    */
   readonly inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+/** Options of {@link TurnLoop.run}. */
+export interface TurnLoopRunOptions {
+  /**
+   * The answer to a suspended turn (Eino's ResumeWithParams): handed to `genResume` as
+   * `suspension.answer` when the loaded checkpoint holds a suspension; unused otherwise.
+   */
+  readonly answer?: unknown;
 }
 
 /** A TurnLoop: push items, run, stop, wait for the exit. */
@@ -283,9 +317,10 @@ export interface TurnLoop<TItem> {
    * Starts processing in the background: loads the checkpoint (if a store is configured), then
    * plans and runs turns. Items pushed before are kept.
    *
+   * @param options - {@link TurnLoopRunOptions}: the answer to a suspended turn
    * @returns whether this call started the loop (false on a repeated call, or after it exited)
    */
-  run(): boolean;
+  run(options?: TurnLoopRunOptions): boolean;
   /**
    * Stops the loop; repeated calls escalate, never de-escalate. Before `run()`, the loop
    * exits at once without calling genInput; its items are unhandled.
@@ -296,4 +331,17 @@ export interface TurnLoop<TItem> {
   stop(options?: StopOptions): void;
   /** Resolves with the exit once the loop has stopped and its checkpoint is written; never rejects. */
   wait(): Promise<TurnLoopExit<TItem>>;
+  /**
+   * Saves a checkpoint of the running loop now, as a stop would leave it: buffered items
+   * unhandled, the running turn's items interrupted with its agent's latest safe-point state
+   * (a mid-turn checkpoint). The loop goes on. With an incremental store (`append` + `load`)
+   * a save after the first is a patch: it costs what changed since, not what the loop holds.
+   *
+   * @remarks The checkpoint is deleted once a turn has consumed its items (as a loaded one is),
+   * and replaced or deleted at a clean exit; an error exit leaves it in place.
+   * @returns true once written; false when there is nothing to write to (no store) or the loop
+   *   is not running (before `run()`, while loading, deleting a used checkpoint, or exiting)
+   * @throws {@link StoreFailedError} (`STORE_FAILED`; rejects) when the save fails
+   */
+  checkpoint(): Promise<boolean>;
 }

@@ -129,6 +129,83 @@ describe.each(implementations)('CheckpointStore contract: %s', (_name, make, tra
     expect(Buffer.compare(Buffer.from(read!), Buffer.from(data))).toBe(0);
   });
 
+  describe('incremental: append and load', () => {
+    const incremental = (store: CheckpointStore) => {
+      if (store.append === undefined || store.load === undefined)
+        throw new Error('not incremental');
+      return {
+        append: (ctx: { signal?: AbortSignal }, id: string, patch: Uint8Array) =>
+          store.append!(ctx, id, patch),
+        load: async (id: string) => {
+          const record = await store.load!({}, id);
+          return record && { base: text(record.base), patches: record.patches.map(text) };
+        },
+      };
+    };
+
+    it('load gives the base and the patches in append order; get gives the base alone', async () => {
+      const { store } = open();
+      const inc = incremental(store);
+      expect(await inc.load('c1')).toBeUndefined();
+      await store.set({}, 'c1', bytes('base'));
+      await inc.append({}, 'c1', bytes('p1'));
+      await inc.append({}, 'c1', bytes('p2'));
+      expect(await inc.load('c1')).toEqual({ base: 'base', patches: ['p1', 'p2'] });
+      expect(text(await store.get({}, 'c1'))).toBe('base');
+    });
+
+    it('set starts a new chain; delete removes base and patches; ids are independent', async () => {
+      const { store } = open();
+      const inc = incremental(store);
+      await store.set({}, 'a', bytes('a0'));
+      await store.set({}, 'b', bytes('b0'));
+      await inc.append({}, 'a', bytes('a1'));
+      await inc.append({}, 'b', bytes('b1'));
+      await store.set({}, 'a', bytes('a-compacted'));
+      expect(await inc.load('a')).toEqual({ base: 'a-compacted', patches: [] });
+      expect(await inc.load('b')).toEqual({ base: 'b0', patches: ['b1'] });
+      expect(await store.delete({}, 'b')).toBe(true);
+      expect(await inc.load('b')).toBeUndefined();
+      await store.set({}, 'b', bytes('b-new'));
+      expect(await inc.load('b')).toEqual({ base: 'b-new', patches: [] });
+    });
+
+    it('append to a missing checkpoint rejects and stores nothing', async () => {
+      const { store } = open();
+      const inc = incremental(store);
+      await expect(inc.append({}, 'nope', bytes('p'))).rejects.toThrow(/no checkpoint nope/);
+      await store.set({}, 'nope', bytes('base'));
+      expect(await inc.load('nope')).toEqual({ base: 'base', patches: [] });
+    });
+
+    it('an aborted signal rejects append and load; the caller cannot change stored patches', async () => {
+      const { store } = open();
+      const inc = incremental(store);
+      await store.set({}, 'c1', bytes('base'));
+      const patch = bytes('p1');
+      await inc.append({}, 'c1', patch);
+      patch[0] = 120;
+      const controller = new AbortController();
+      controller.abort(new Error('gave up'));
+      await expect(inc.append({ signal: controller.signal }, 'c1', bytes('lost'))).rejects.toThrow(
+        'gave up',
+      );
+      await expect(store.load!({ signal: controller.signal }, 'c1')).rejects.toThrow('gave up');
+      expect(await inc.load('c1')).toEqual({ base: 'base', patches: ['p1'] });
+    });
+
+    it.runIf(traits.shared)(
+      'patches appended through one handle are loaded through another',
+      async () => {
+        const h = open();
+        await h.store.set({}, 'c1', bytes('base'));
+        await incremental(h.store).append({}, 'c1', bytes('p1'));
+        const other = incremental(h.reopen!());
+        expect(await other.load('c1')).toEqual({ base: 'base', patches: ['p1'] });
+      },
+    );
+  });
+
   // Only for backends with several handles on one store (memory has one handle only).
   it.runIf(traits.shared)(
     'what is set is seen through another handle on the same store',

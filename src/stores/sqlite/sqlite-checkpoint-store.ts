@@ -24,8 +24,8 @@ export interface SqliteCheckpointStoreOptions {
   readonly busyTimeoutMs?: number;
 }
 
-/** A SQLite checkpoint store: a {@link CheckpointStore} that must be closed. */
-export interface SqliteCheckpointStore extends CheckpointStore {
+/** A SQLite checkpoint store: an incremental {@link CheckpointStore} that must be closed. */
+export interface SqliteCheckpointStore extends Required<CheckpointStore> {
   /** The database file. */
   readonly filename: string;
   /** Closes the database; later calls reject. Idempotent. */
@@ -53,7 +53,9 @@ const optionsSchema = z.object({
  *
  * @remarks better-sqlite3 is synchronous; each method does its work at call time and answers
  * with a settled promise. The database runs in WAL mode, so a reader never blocks the writer;
- * `set` is one `INSERT … ON CONFLICT DO UPDATE`, atomic. Several processes may share the file
+ * `set` is one `INSERT … ON CONFLICT DO UPDATE` that also clears the checkpoint's patches, in
+ * one transaction; `append` adds a row to `<table>_patches` (numbered per checkpoint) if the
+ * checkpoint exists; `load` reads both. Several processes may share the file
  * (`busyTimeoutMs` bounds lock waits).
  *
  * @param options - {@link SqliteCheckpointStoreOptions}
@@ -81,6 +83,12 @@ export function createSqliteCheckpointStore(
          id TEXT PRIMARY KEY,
          data BLOB NOT NULL,
          updated_at INTEGER NOT NULL
+       ) WITHOUT ROWID;
+       CREATE TABLE IF NOT EXISTS ${table}_patches (
+         id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         data BLOB NOT NULL,
+         PRIMARY KEY (id, seq)
        ) WITHOUT ROWID`,
     );
   } catch (error) {
@@ -93,6 +101,37 @@ export function createSqliteCheckpointStore(
      ON CONFLICT (id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at`,
   );
   const remove = db.prepare<[string]>(`DELETE FROM ${table} WHERE id = ?`);
+  const selectPatches = db.prepare<[string], { data: Buffer }>(
+    `SELECT data FROM ${table}_patches WHERE id = ? ORDER BY seq`,
+  );
+  const insertPatch = db.prepare<[string, Uint8Array, string]>(
+    `INSERT INTO ${table}_patches (id, seq, data)
+     SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM ${table}_patches WHERE id = ?`,
+  );
+  const removePatches = db.prepare<[string]>(`DELETE FROM ${table}_patches WHERE id = ?`);
+  const hasBase = db.prepare<[string], { one: number }>(
+    `SELECT 1 AS one FROM ${table} WHERE id = ?`,
+  );
+  const replace = db.transaction((checkpointId: string, data: Uint8Array) => {
+    upsert.run(checkpointId, data, Date.now());
+    removePatches.run(checkpointId);
+  });
+  const appendPatch = db.transaction((checkpointId: string, patch: Uint8Array) => {
+    if (hasBase.get(checkpointId) === undefined) {
+      throw new Error(`no checkpoint ${checkpointId} to append to`);
+    }
+    insertPatch.run(checkpointId, patch, checkpointId);
+  });
+  const removeAll = db.transaction((checkpointId: string) => {
+    removePatches.run(checkpointId);
+    return remove.run(checkpointId).changes > 0;
+  });
+  const readAll = db.transaction((checkpointId: string) => {
+    const row = select.get(checkpointId);
+    if (row === undefined) return undefined;
+    const patches = selectPatches.all(checkpointId).map((p) => new Uint8Array(p.data));
+    return { base: new Uint8Array(row.data), patches };
+  });
 
   return {
     filename: parsed.filename,
@@ -105,12 +144,22 @@ export function createSqliteCheckpointStore(
     // eslint-disable-next-line @typescript-eslint/require-await -- async only to reject, not throw
     async set(ctx: StoreContext, checkpointId: string, data: Uint8Array) {
       throwIfAborted(ctx);
-      upsert.run(checkpointId, data, Date.now());
+      replace(checkpointId, data);
     },
     // eslint-disable-next-line @typescript-eslint/require-await -- async only to reject, not throw
     async delete(ctx: StoreContext, checkpointId: string) {
       throwIfAborted(ctx);
-      return remove.run(checkpointId).changes > 0;
+      return removeAll(checkpointId);
+    },
+    // eslint-disable-next-line @typescript-eslint/require-await -- async only to reject, not throw
+    async append(ctx: StoreContext, checkpointId: string, patch: Uint8Array) {
+      throwIfAborted(ctx);
+      appendPatch(checkpointId, patch);
+    },
+    // eslint-disable-next-line @typescript-eslint/require-await -- async only to reject, not throw
+    async load(ctx: StoreContext, checkpointId: string) {
+      throwIfAborted(ctx);
+      return readAll(checkpointId);
     },
     close() {
       if (db.open) db.close();
