@@ -477,6 +477,7 @@ export function runChatClient(describe: typeof describeRunEnd): void {
       sessionId = created.session_id;
     }
     sessions.setItem('runplane.session', sessionId);
+    window.dispatchEvent(new CustomEvent('runplane:session', { detail: sessionId }));
     sessionEl.textContent = sessionId;
     sessionEl.title = sessionId;
     await loadHistory();

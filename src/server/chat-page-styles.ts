@@ -130,4 +130,13 @@ main { flex: 1 1 auto; overflow-y: auto; padding: 1rem; }
   #send { margin-left: auto; }
   .bubble { max-width: 94%; }
 }
+#sessions { padding: 0 1rem; background: var(--surface); border-bottom: 1px solid var(--line); }
+#sessions details { padding: .35rem 0; }
+#sessions summary { cursor: pointer; font-size: .9rem; color: var(--fg); min-height: 2rem; display: flex; align-items: center; }
+.session-list { list-style: none; margin: .3rem 0; padding: 0; display: grid; gap: .25rem; max-height: 40vh; overflow-y: auto; }
+.session-link { font: inherit; width: 100%; text-align: left; display: flex; flex-wrap: wrap; justify-content: space-between; gap: .2rem .8rem; padding: .45rem .6rem; border-radius: .45rem; border: 1px solid var(--line); background: var(--bg); color: var(--fg); cursor: pointer; min-height: 2.25rem; }
+.session-link:hover { border-color: var(--muted); }
+.session-link[aria-current="true"] { border-color: var(--accent); }
+.session-title { overflow-wrap: anywhere; min-width: 0; }
+.session-time { font-size: .8rem; color: var(--muted); }
 `;

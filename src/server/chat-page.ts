@@ -6,6 +6,7 @@
  */
 import { faviconLink, runplaneIconSvg } from '../inspect/favicon.js';
 import { runChatClient } from './chat-page-client.js';
+import { runSessionList } from './chat-page-sessions.js';
 import { chatPageStyles } from './chat-page-styles.js';
 import { describeRunEnd } from './chat-run-end.js';
 
@@ -18,8 +19,8 @@ import { describeRunEnd } from './chat-run-end.js';
  *
  * @remarks The token comes from the URL fragment (`/#token=...`, never sent to the server),
  * then from `sessionStorage` (this tab only), or from the token form. The session id is kept in
- * `localStorage`. The list of earlier sessions plugs in through
- * `window.runplaneChat.openSession(id)` and the empty `<nav id="sessions">`.
+ * `localStorage`. The list of the owner's sessions ({@link runSessionList}) opens one through
+ * `window.runplaneChat.openSession(id)`.
  */
 export const chatPageHtml = `<!doctype html>
 <html lang="en">
@@ -62,6 +63,7 @@ ${faviconLink}
 </footer>
 <script>
 var __name = function (fn) { return fn; };
+(${runSessionList.toString()})();
 (${runChatClient.toString()})(${describeRunEnd.toString()});
 </script>
 </body>

@@ -257,6 +257,36 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
     await page.close();
   });
 
+  it("lists the owner's sessions by their first message, and opens an earlier one with the keyboard", async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 360, height: 800 } });
+    await open(page);
+    await page.click('#new-session');
+    await page.waitForFunction(
+      (old) => document.getElementById('session')?.textContent !== old,
+      endsSession,
+    );
+    const fresh = await sessionOf(page);
+    await page.focus('#sessions summary');
+    await page.keyboard.press('Enter');
+    const earlier = page.locator(`#sessions button[data-session-id="${endsSession}"]`);
+    await earlier.waitFor();
+    expect(await earlier.locator('.session-title').textContent()).toBe('tell me a story');
+    // The session on screen is marked; the one without a message yet has no title.
+    const current = page.locator(`#sessions button[data-session-id="${fresh}"]`);
+    expect(await current.getAttribute('aria-current')).toBe('true');
+    expect(await current.locator('.session-title').textContent()).toBe('New conversation');
+    await earlier.focus();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(
+      (id) => document.getElementById('session')?.textContent === id,
+      endsSession,
+    );
+    await page.waitForSelector('article.turn');
+    expect(await page.locator('article.turn').count()).toBeGreaterThan(2);
+    expect(await outsideViewport(page)).toEqual([]);
+    await page.close();
+  });
+
   it('fits 360 px, follows the dark scheme, and has no serious accessibility violation', async () => {
     for (const colorScheme of ['light', 'dark'] as const) {
       for (const width of [1280, 360]) {
