@@ -325,14 +325,25 @@ export async function runServeCommand(
     );
     return 2;
   }
+  // Signals are caught from before the server starts: a SIGTERM sent as soon as "listening on"
+  // is read must never find Node's default action (exit at once) in place.
+  let early: NodeJS.Signals | undefined;
+  const onEarlySignal = (signal: NodeJS.Signals) => (early ??= signal);
+  process.on('SIGTERM', onEarlySignal);
+  process.on('SIGINT', onEarlySignal);
   let server;
   try {
     // The command logs JSON lines unless told otherwise; `startServer` alone logs none.
     server = await startServer({ ...options, logFormat: options.logFormat ?? 'json' });
   } catch (error) {
+    process.off('SIGTERM', onEarlySignal);
+    process.off('SIGINT', onEarlySignal);
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`runplane serve: ${message}\n`);
     return error instanceof RunplaneError && error.code === 'INVALID_ARGUMENT' ? 2 : 1;
   }
-  return serveUntilSignal(server, { graceMs: options.graceMs });
+  const stopped = serveUntilSignal(server, { graceMs: options.graceMs, signalled: early });
+  process.off('SIGTERM', onEarlySignal);
+  process.off('SIGINT', onEarlySignal);
+  return stopped;
 }

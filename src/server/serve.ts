@@ -489,13 +489,14 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
  * the process at once with code 1.
  *
  * @param server - the running server
- * @param options - `graceMs`: the grace period, in ms; `log`: where to report
+ * @param options - `graceMs`: the grace period, in ms; `log`: where to report; `signalled`: a
+ *   signal that arrived before (while the server started), acted on at once
  * @returns the exit code once the server has stopped: 0 when it drained, 1 when runs had to
  *   be cancelled or the shutdown failed
  */
 export function serveUntilSignal(
   server: RunningServer,
-  options: { graceMs?: number; log?: (line: string) => void } = {},
+  options: { graceMs?: number; log?: (line: string) => void; signalled?: NodeJS.Signals } = {},
 ): Promise<number> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   return new Promise<number>((resolve) => {
@@ -524,5 +525,6 @@ export function serveUntilSignal(
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    if (options.signalled !== undefined) onSignal(options.signalled);
   });
 }
