@@ -5,25 +5,12 @@
  * is marked crashed, its batch and every later message go to the next turn, rebuilt from the
  * log). Every wait is for a line of output, a response or an event, never for time.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { client, spawnServer, streamUntil, type ServerProcess } from './process-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { client, streamUntil, useServerProcesses, type ServerProcess } from './process-helpers.js';
 
 const TOKEN = 'loop-restart-token';
-const started: ServerProcess[] = [];
-let dir: string | undefined;
-afterEach(() => {
-  for (const server of started.splice(0)) server.child.kill('SIGKILL');
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
-
-const boot = async (dbPath: string, extra: string[] = []) => {
-  const server = await spawnServer(['--db', dbPath, '--tokens', `${TOKEN}:alice`, ...extra]);
-  started.push(server);
-  return server;
-};
+const { boot, scratch } = useServerProcesses(TOKEN);
 
 interface LoggedEvent {
   seq: number;
@@ -61,7 +48,7 @@ const newLoopSession = async (server: ServerProcess) =>
 
 describe('loop sessions across restarts', () => {
   it('SIGTERM stops the turn at a safe point and checkpoints; the restart resumes it mid-turn', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'runplane-loop-term-'));
+    const dir = scratch('runplane-loop-term-');
     const dbPath = join(dir, 'runplane.db');
     const first = await boot(dbPath, ['--chunk-delay-ms', '100']);
     const id = await newLoopSession(first);
@@ -110,7 +97,7 @@ describe('loop sessions across restarts', () => {
   }, 60_000);
 
   it('kill -9 mid-turn: the turn is crashed, its batch and every later message go to the next turn', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'runplane-loop-kill-'));
+    const dir = scratch('runplane-loop-kill-');
     const dbPath = join(dir, 'runplane.db');
     const first = await boot(dbPath, ['--chunk-delay-ms', '200']);
     const id = await newLoopSession(first);

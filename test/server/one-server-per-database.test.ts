@@ -4,27 +4,13 @@
  * lock died with its process). Also a session deleted over a real socket: its data leaves the
  * file through the sweep.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-import { client, spawnServer, streamUntil, type ServerProcess } from './process-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { client, streamUntil, useServerProcesses } from './process-helpers.js';
 
 const TOKEN = 'lock-token-1';
-const started: ServerProcess[] = [];
-let dir: string | undefined;
-afterEach(() => {
-  for (const server of started.splice(0)) server.child.kill('SIGKILL');
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-  dir = undefined;
-});
-
-const boot = async (dbPath: string, extra: string[] = []) => {
-  const server = await spawnServer(['--db', dbPath, '--tokens', `${TOKEN}:alice`, ...extra]);
-  started.push(server);
-  return server;
-};
+const { boot, scratch } = useServerProcesses(TOKEN);
 
 describe('one server per database', () => {
   // Starts several `runplane` processes (each compiles the sources with tsx: seconds on a
@@ -33,7 +19,7 @@ describe('one server per database', () => {
     'refuses a second server on the same file; after kill -9 of the first, a new one starts',
     { timeout: 120_000 },
     async () => {
-      dir = mkdtempSync(join(tmpdir(), 'runplane-lock-'));
+      const dir = scratch('runplane-lock-');
       const dbPath = join(dir, 'runplane.db');
       const first = await boot(dbPath);
       expect(first.output()).toContain(`locked for this process: ${dbPath}.lock`);
@@ -70,7 +56,7 @@ describe('one server per database', () => {
     'DELETE over a real socket: 204, then 404; the sweep removes its rows from the file',
     { timeout: 120_000 },
     async () => {
-      dir = mkdtempSync(join(tmpdir(), 'runplane-delete-'));
+      const dir = scratch('runplane-delete-');
       const dbPath = join(dir, 'runplane.db');
       const server = await boot(dbPath, ['--chunk-delay-ms', '200']);
       const api = client(server.url, TOKEN);

@@ -3,7 +3,36 @@
  * over HTTP. Every wait is for a line of output, a response or an event, never for time.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterEach } from 'vitest';
+
+/**
+ * The `runplane serve` processes of a test file's tests, each started with `--tokens
+ * <token>:alice`, and one scratch folder per test: after each test the processes are killed and
+ * the folder removed.
+ */
+export function useServerProcesses(token: string) {
+  const started: ServerProcess[] = [];
+  let dir: string | undefined;
+  afterEach(() => {
+    for (const server of started.splice(0)) server.child.kill('SIGKILL');
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+  return {
+    /** Starts a server on `dbPath` with `extra` flags; resolves once it listens. */
+    boot: async (dbPath: string, extra: string[] = []) => {
+      const server = await spawnServer(['--db', dbPath, '--tokens', `${token}:alice`, ...extra]);
+      started.push(server);
+      return server;
+    },
+    /** A new scratch folder for this test, named after `prefix`. */
+    scratch: (prefix: string) => (dir = mkdtempSync(join(tmpdir(), prefix))),
+  };
+}
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 

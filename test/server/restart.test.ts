@@ -3,29 +3,17 @@
  * same SQLite file (the run is marked crashed, the log is intact, seq continues), and stopped
  * with SIGTERM / SIGINT (graceful, exit code 0 when drained).
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { client, spawnServer, streamUntil, type ServerProcess } from './process-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { client, spawnServer, streamUntil, useServerProcesses } from './process-helpers.js';
 
 const TOKEN = 'restart-token-1';
-const started: ServerProcess[] = [];
-let dir: string | undefined;
-afterEach(() => {
-  for (const server of started.splice(0)) server.child.kill('SIGKILL');
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
-
-const boot = async (dbPath: string, extra: string[] = []) => {
-  const server = await spawnServer(['--db', dbPath, '--tokens', `${TOKEN}:alice`, ...extra]);
-  started.push(server);
-  return server;
-};
+const { boot, scratch } = useServerProcesses(TOKEN);
 
 describe('runplane serve as a process', () => {
   it('after kill -9 mid-run: the run is FAILED (crashed), the log is intact, seq continues', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'runplane-restart-'));
+    const dir = scratch('runplane-restart-');
     const dbPath = join(dir, 'nested', 'runplane.db');
     // A slow human pace: the run is still streaming when the process is killed.
     const first = await boot(dbPath, ['--chunk-delay-ms', '200']);
@@ -129,7 +117,7 @@ describe('runplane serve as a process', () => {
   });
 
   it('SIGTERM while a run streams: interrupts it, drains, exits 0; SIGINT on an idle server exits 0', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'runplane-sigterm-'));
+    const dir = scratch('runplane-sigterm-');
     const dbPath = join(dir, 'runplane.db');
     const server = await boot(dbPath, ['--chunk-delay-ms', '200']);
     const api = client(server.url, TOKEN);
