@@ -476,21 +476,28 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const eachLive = (act: (run: RunExecutor) => void) => {
     for (const run of [...executors.values()]) if (executors.has(run.id)) act(run);
   };
+  // The runtime machine's effects on runs happen one microtask after its transition (in order),
+  // never inside it: a run that takes a cancel spawns, stops and tells its children in its own
+  // step, and XState's actions must not drive other actors imperatively.
+  const afterTransition = (effect: () => void) => () => queueMicrotask(effect);
   const runtimeActor = createActor(
     runtimeMachine.provide({
       actions: {
-        cancelWaitingRuns: () =>
+        cancelWaitingRuns: afterTransition(() =>
           eachLive((run) => {
             if (run.status === 'CREATED' || run.status === 'QUEUED') {
               run.cancelWith(shutdownRequest('runtime shutdown'));
             }
           }),
-        interruptRunningRuns: () =>
+        ),
+        interruptRunningRuns: afterTransition(() =>
           eachLive((run) => {
             if (run.status === 'RUNNING') run.interruptWith('runtime shutdown', 'shutdown');
           }),
-        cancelRemainingRuns: () =>
+        ),
+        cancelRemainingRuns: afterTransition(() =>
           eachLive((run) => run.cancelWith(shutdownRequest('shutdown grace period over'))),
+        ),
         // Runs during the transition into draining/forcing: the snapshot still says accepting.
         checkSettled: () => {
           if (executors.size === 0) {

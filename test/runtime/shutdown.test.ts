@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ShuttingDownError, type Agent } from '../../src/index.js';
-import { createTestRuntime, gatedAgent, tick } from '../helpers.js';
+import { createTestRuntime, gatedAgent, tick, waitForCancel } from '../helpers.js';
 
 const owner = { ownerId: 'alice', sessionId: 's1' };
 
@@ -49,6 +49,32 @@ describe('runtime.shutdown', () => {
     );
     // Idempotent: a second call gets the same answer.
     expect(await runtime.shutdown({ graceMs: 1 })).toEqual({ drained: true });
+  });
+
+  it('cancels a run with nested runs at the end of the grace from outside any transition (XState never warns)', async () => {
+    // XState's development build warns when an action drives another actor imperatively; the
+    // shutdown's cancels reach the runs one microtask after the runtime machine's step.
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    try {
+      const { runtime, clock } = createTestRuntime();
+      const parent: Agent<string, string> = {
+        async execute(_input, ctx) {
+          ctx.spawn(waitForCancel, 'nested');
+          return waitForCancel.execute('parent', ctx);
+        },
+      };
+      const run = runtime.prepare({ ...owner, agent: parent, input: 'a' });
+      run.start();
+      await tick();
+      const shutdown = runtime.shutdown({ graceMs: 1_000 });
+      await tick();
+      clock.increment(1_000);
+      expect(await shutdown).toEqual({ drained: false });
+      expect(await run.termination).toMatchObject({ status: 'CANCELLED', cause: 'shutdown' });
+      expect(warn.mock.calls.map(([message]) => String(message))).toEqual([]);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('no timer is left armed on the clock after shutdown', async () => {
