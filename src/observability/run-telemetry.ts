@@ -19,6 +19,7 @@
 import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { RunStatus } from '../../machines/run.types.js';
 import type { Clock } from '../clock.js';
+import { guardRunMetrics, guardTracer } from './guarded-telemetry.js';
 import type { RunMetrics } from './run-metrics.js';
 import { currentTraceParent, setLiveRunSpan } from './run-spans.js';
 
@@ -80,8 +81,9 @@ export class RunTelemetry {
     clock: Clock,
     reportError: (error: unknown) => void,
   ) {
-    this.tracer = tracer;
-    this.metrics = metrics;
+    // The application's code: a throw in either is reported, never passed on to a run.
+    this.tracer = guardTracer(tracer, reportError);
+    this.metrics = guardRunMetrics(metrics, reportError);
     this.clock = clock;
     this.#reportError = reportError;
   }
