@@ -36,31 +36,27 @@ class GuardedSpan implements Span {
     this.#reportError = reportError;
   }
 
-  #call(fn: (span: Span) => unknown): this {
+  /** `fn(span)`, or `fallback` when it throws (reported). */
+  #read<T>(fn: (span: Span) => T, fallback: T): T {
     try {
-      fn(this.#span);
+      return fn(this.#span);
     } catch (error) {
       this.#reportError(error);
+      return fallback;
     }
+  }
+
+  #call(fn: (span: Span) => unknown): this {
+    this.#read(fn, undefined);
     return this;
   }
 
   spanContext(): SpanContext {
-    try {
-      return this.#span.spanContext();
-    } catch (error) {
-      this.#reportError(error);
-      return INVALID_SPAN_CONTEXT;
-    }
+    return this.#read((span) => span.spanContext(), INVALID_SPAN_CONTEXT);
   }
 
   isRecording(): boolean {
-    try {
-      return this.#span.isRecording();
-    } catch (error) {
-      this.#reportError(error);
-      return false;
-    }
+    return this.#read((span) => span.isRecording(), false);
   }
 
   setAttribute(key: string, value: AttributeValue): this {

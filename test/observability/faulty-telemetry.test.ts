@@ -61,15 +61,12 @@ describe('faulty telemetry', () => {
         metrics: faultyMetrics,
         reportError: (error) => errors.push(String(error)),
       });
-      const model = createScriptedModel([
-        { text: 'Hello.', usage: { promptTokens: 5, completionTokens: 1, totalTokens: 6 } },
-      ]);
-      const answered = runtime.prepare({
-        ownerId: 'u1',
-        sessionId: 's1',
-        agent: createReActAgent({ model }),
-        input: 'hi',
+      const agent = createReActAgent({
+        model: createScriptedModel([
+          { text: 'Hello.', usage: { promptTokens: 5, completionTokens: 1, totalTokens: 6 } },
+        ]),
       });
+      const answered = runtime.prepare({ ownerId: 'u1', sessionId: 's1', agent, input: 'hi' });
       answered.start();
       await clock.flush();
       expect((await answered.termination).status).toBe('COMPLETED');
