@@ -19,6 +19,7 @@
 import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { RunStatus } from '../../machines/run.types.js';
 import type { Clock } from '../clock.js';
+import { guardRunMetrics, guardTracer } from './guarded-telemetry.js';
 import type { RunMetrics } from './run-metrics.js';
 import { currentTraceParent, setLiveRunSpan } from './run-spans.js';
 
@@ -62,6 +63,12 @@ const newTrace = (span: Span | undefined): RunTrace => ({
   hasUsage: false,
 });
 
+/** A tool name fit for a span name: what tool definitions use, short. */
+const plainToolName = /^[\w.-]{1,64}$/;
+
+/** A tool name as the model gave it, cut to 256 characters. */
+const toolNameOf = (value: unknown): string => String(value).slice(0, 256);
+
 const tokenCount = (value: unknown): number =>
   typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : 0;
 
@@ -80,8 +87,9 @@ export class RunTelemetry {
     clock: Clock,
     reportError: (error: unknown) => void,
   ) {
-    this.tracer = tracer;
-    this.metrics = metrics;
+    // The application's code: a throw in either is reported, never passed on to a run.
+    this.tracer = guardTracer(tracer, reportError);
+    this.metrics = guardRunMetrics(metrics, reportError);
     this.clock = clock;
     this.#reportError = reportError;
   }
@@ -182,10 +190,12 @@ export class RunTelemetry {
     if (typeof id !== 'string') return;
     const key = type.startsWith('agent.approval_') ? `approval:${id}` : id;
     if (type === 'agent.tool_use' || type === 'agent.approval_requested') {
-      const name = String(payload.name);
+      const name = toolNameOf(payload.name);
       const isTool = type === 'agent.tool_use';
       const span = this.tracer.startSpan(
-        isTool ? `execute_tool ${name}` : `runplane.approval ${name}`,
+        // The model chooses the name: one that is not a plain tool name stays out of the span
+        // name, which trace stores index (still on the attribute, cut to 256 characters).
+        `${isTool ? 'execute_tool' : 'runplane.approval'}${plainToolName.test(name) ? ` ${name}` : ''}`,
         {
           startTime: this.clock.now(),
           attributes: isTool

@@ -42,6 +42,9 @@ export interface ServeObservabilityOptions {
   readonly logDestination?: DestinationStream | undefined;
 }
 
+/** What a metrics token may be: 8-256 visible ASCII characters, as a user token. */
+const metricsTokenPattern = /^[\x21-\x7e]{8,256}$/;
+
 const headerGetter: TextMapGetter<Headers> = {
   get: (headers, key) => headers.get(key) ?? undefined,
   keys: (headers) => {
@@ -81,8 +84,8 @@ const urlOf = (address: AddressInfo) =>
 /**
  * Creates the observability of one server (see the module note).
  *
- * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `metricsPort` or an empty
- *   `metricsToken`
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `metricsPort` or a
+ *   `metricsToken` that is not 8-256 visible ASCII characters
  * @internal
  */
 export function createServeObservability(options: ServeObservabilityOptions): ServeObservability {
@@ -96,10 +99,12 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
       `expected \`metricsPort\` to be 0-65535, got ${String(metricsPort)}`,
     );
   }
-  if (metricsToken !== undefined && metricsToken.trim() === '') {
+  // A token no scraper can send (blank, short, with whitespace, a trailing newline from a
+  // secret file, non-ASCII) would refuse every scrape in silence: refused here instead.
+  if (metricsToken !== undefined && !metricsTokenPattern.test(metricsToken)) {
     throw new InvalidArgumentError(
       'metricsToken',
-      'expected `metricsToken` to be a non-empty token, got an empty value',
+      `expected \`metricsToken\` to be 8-256 visible ASCII characters, got ${metricsToken.length} characters that are not (the value is a secret, not shown)`,
     );
   }
   registerTraceContext();

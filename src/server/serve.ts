@@ -150,7 +150,8 @@ export interface ServeOptions {
   readonly reportError?: (error: unknown) => void;
   /**
    * Serve `GET /metrics` (Prometheus text) on the main port, behind this bearer token (not a
-   * user token). @default none: `/metrics` is off unless this or `metricsPort` is given
+   * user token; 8-256 visible ASCII characters, else `INVALID_ARGUMENT`). @default none:
+   * `/metrics` is off unless this or `metricsPort` is given
    */
   readonly metricsToken?: string;
   /** Serve `GET /metrics` on a listener of its own on this port (0: any free one). @default none */

@@ -176,4 +176,45 @@ describe('run spans', () => {
       },
     ]);
   });
+  it('a tool name the model made up stays out of the span name unless it is a plain, short one', async () => {
+    const recorder = createSpanRecorder();
+    const clock = createTestClock(epoch);
+    const runtime = createRuntime({ clock, tracer: recorder.tracer, reportError: () => {} });
+    const huge = 'x'.repeat(5_000);
+    const model = createScriptedModel(
+      [
+        {
+          text: 'Calling.',
+          toolCalls: [
+            { id: 'tu-1', name: huge, args: {} },
+            { id: 'tu-2', name: 'two\nlines', args: {} },
+            { id: 'tu-3', name: 'lookup_v2', args: {} },
+          ],
+        },
+        { text: 'Done.' },
+      ],
+      { clock },
+    );
+    const run = runtime.prepare({
+      ownerId: 'u1',
+      sessionId: 's1',
+      agent: createReActAgent({ model }),
+      input: 'go',
+    });
+    run.start();
+    await run.result();
+    await clock.flush();
+
+    const tools = recorder.trees()[0]?.children.filter((child) => child.name !== 'chat');
+    expect(tools?.map((child) => child.name)).toEqual([
+      'execute_tool',
+      'execute_tool',
+      'execute_tool lookup_v2',
+    ]);
+    expect(tools?.map((child) => child.attributes['gen_ai.tool.name'])).toEqual([
+      huge.slice(0, 256),
+      'two\nlines',
+      'lookup_v2',
+    ]);
+  });
 });

@@ -7,6 +7,7 @@
  */
 import type { Registry } from 'prom-client';
 import { timingSafeEqual } from 'node:crypto';
+import { bearerToken } from '../auth.js';
 
 const json = (
   status: number,
@@ -30,7 +31,7 @@ const sameToken = (given: string, expected: string): boolean => {
  *
  * @param registry - what it renders
  * @param token - the bearer token a scrape must send; `undefined`: none (its own port)
- * @returns `fetch(request) → response`: 200 text, 401 `unauthorized` (with
+ * @returns `fetch(request) → response`: 200 text (`Cache-Control: no-store`), 401 `unauthorized` (with
  *   `WWW-Authenticate`), 405 `method_not_allowed` (with `Allow`), 404 `not_found` for another
  *   path
  */
@@ -47,8 +48,8 @@ export function createMetricsHandler(
       });
     }
     if (token !== undefined) {
-      const header = request.headers.get('authorization') ?? '';
-      const given = header.startsWith('Bearer ') ? header.slice(7).trim() : '';
+      // The scheme is case-insensitive (RFC 9110), as for user tokens.
+      const given = bearerToken(request.headers.get('authorization')) ?? '';
       if (!sameToken(given, token)) {
         return json(401, 'unauthorized', 'a valid metrics bearer token is required', {
           'www-authenticate': 'Bearer realm="runplane-metrics"',
@@ -58,7 +59,8 @@ export function createMetricsHandler(
     const body = await registry.metrics();
     return new Response(request.method === 'HEAD' ? null : body, {
       status: 200,
-      headers: { 'content-type': registry.contentType },
+      // Numbers of this instant: no cache or proxy may serve them again.
+      headers: { 'content-type': registry.contentType, 'cache-control': 'no-store' },
     });
   };
 }
