@@ -37,6 +37,22 @@ export type SafePointKind = 'afterChatModel' | 'afterToolCalls';
 export type CancelCause = 'cancel' | 'timeout' | 'signal' | 'preempt' | 'shutdown';
 
 /**
+ * Who asked for a run's cancel or interrupt: the `initiator` of its `run.cancelled` event, and of
+ * its `run.completed` event when it ended interrupted (README "Events").
+ *
+ * - `user`: the caller (`run.cancel()`, `runs.cancel/interrupt`, `user.interrupt` over HTTP, a
+ *   TurnLoop's `stop`), or an `AbortSignal` the caller passed at prepare time;
+ * - `strategy`: the session's multitask strategy for a newer run (`reject`, or `interrupt` and
+ *   its cancel once `graceMs` is over);
+ * - `preempt`: a newer run or pushed item that preempts (`strategy: 'preempt'`, TurnLoop
+ *   `push(item, { preempt: true })`);
+ * - `timeout`: the run's own total deadline;
+ * - `shutdown`: the runtime shutting down, or a TurnLoop stopped with `initiator: 'shutdown'`;
+ * - `parent`: the nested run's parent run (its cancel flowed down, or it ended).
+ */
+export type RunInitiator = 'user' | 'strategy' | 'preempt' | 'timeout' | 'shutdown' | 'parent';
+
+/**
  * A pending cancel as the run machine keeps it: every field is the merge of all requests so far.
  */
 export interface CancelRequest {
@@ -50,6 +66,8 @@ export interface CancelRequest {
   readonly cause: CancelCause;
   /** The first non-empty reason wins. */
   readonly reason: string | undefined;
+  /** Who asked; the first request's wins, as its cause does. Data, never read from `reason`. */
+  readonly initiator: RunInitiator;
 }
 
 const safePointBit: Record<SafePointKind, number> = {
@@ -103,5 +121,12 @@ export function mergeCancelRequests(
   ) {
     return pending;
   }
-  return { mode, deadlineAt, recursive, cause: pending.cause, reason };
+  return {
+    mode,
+    deadlineAt,
+    recursive,
+    cause: pending.cause,
+    reason,
+    initiator: pending.initiator,
+  };
 }

@@ -34,6 +34,7 @@ import {
   mergeCancelRequests,
   type CancelCause,
   type CancelRequest,
+  type RunInitiator,
 } from './cancel-request.js';
 import { ChildIds } from './child-ids.js';
 import type { TimerInput } from './clock-timer.js';
@@ -77,12 +78,17 @@ function toRunOutput(context: RunMachineContext): RunMachineOutput {
   };
 }
 
-const cancelledBy = (cause: CancelCause, reason: string): CancelRequest => ({
+const cancelledBy = (
+  cause: CancelCause,
+  reason: string,
+  initiator: RunInitiator,
+): CancelRequest => ({
   mode: CancelMode.Immediate,
   deadlineAt: undefined,
   recursive: true,
   cause,
   reason,
+  initiator,
 });
 
 const base = setup({
@@ -129,23 +135,34 @@ const base = setup({
       };
     }),
     /** Before RUNNING an interrupt is a cancel. */
-    recordInterruptAsCancel: assign(({ context }) => ({
-      cancel: mergeCancelRequests(context.cancel, cancelledBy('cancel', 'interrupted')),
+    recordInterruptAsCancel: assign(({ context, event }) => ({
+      cancel: mergeCancelRequests(
+        context.cancel,
+        cancelledBy(
+          'cancel',
+          'interrupted',
+          event.type === 'run.interrupt' ? (event.initiator ?? 'user') : 'user',
+        ),
+      ),
     })),
     recordInterrupt: assign(({ event }) =>
       event.type === 'run.interrupt'
         ? {
             interruptRequested: true,
-            interrupt: { message: event.message, cause: event.cause ?? 'interrupt' },
+            interrupt: {
+              message: event.message,
+              cause: event.cause ?? 'interrupt',
+              initiator: event.initiator ?? 'user',
+            },
           }
         : {},
     ),
     recordRejection: assign({
       verdict: 'rejected' as const,
-      cancel: cancelledBy('cancel', 'session busy'),
+      cancel: cancelledBy('cancel', 'session busy', 'strategy'),
     }),
     recordTimeout: assign(({ context }) => ({
-      cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached'),
+      cancel: context.cancel ?? cancelledBy('timeout', 'deadline reached', 'timeout'),
       cause: 'timeout' as const,
     })),
     recordEscalation: assign({ escalated: true }),
@@ -267,7 +284,7 @@ const runSetup = base.extend({
     }),
     /** A run that turned terminal cancels the nested runs still going. */
     endNestedRuns: base.enqueueActions(({ context, enqueue }) => {
-      const request = cancelledBy('cancel', 'parent run ended');
+      const request = cancelledBy('cancel', 'parent run ended', 'parent');
       for (const childId of context.nested?.childIds() ?? [])
         enqueue.sendTo(childId, { type: 'run.cancel', request });
     }),

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { CancelCause, CancelRequest, SafePointKind } from './cancel-request.js';
+import type { CancelCause, CancelRequest, RunInitiator, SafePointKind } from './cancel-request.js';
 import type { ChildIds } from './child-ids.js';
 
 /** The six statuses of a run. */
@@ -72,9 +72,14 @@ export interface RunMachineContext {
    */
   readonly cancel: CancelRequest | undefined;
   readonly interruptRequested: boolean;
-  /** The first interrupt of the RUNNING run: its message and who asked. */
+  /** The first interrupt of the RUNNING run: its message, its cause and who asked. */
   readonly interrupt:
-    { readonly message: string | undefined; readonly cause: InterruptCause } | undefined;
+    | {
+        readonly message: string | undefined;
+        readonly cause: InterruptCause;
+        readonly initiator: RunInitiator;
+      }
+    | undefined;
   /**
    * What the session decided when the run started: `admitted` (it passes QUEUED in the same
    * step), `queued`, or `rejected` (`reject` strategy while busy: CANCELLED at once).
@@ -107,7 +112,13 @@ export type RunMachineEvent =
   /** From the session: the run's turn has come. */
   | { type: 'run.admit' }
   | { type: 'run.cancel'; request: CancelRequest }
-  | { type: 'run.interrupt'; message?: string | undefined; cause?: InterruptCause | undefined }
+  /** `initiator`: who asked (`user` when absent); the session's `interrupt` strategy says `strategy`. */
+  | {
+      type: 'run.interrupt';
+      message?: string | undefined;
+      cause?: InterruptCause | undefined;
+      initiator?: RunInitiator | undefined;
+    }
   | { type: 'run.safe_point'; kind: SafePointKind }
   /** From the executor (`ctx.spawn`): spawn nested run `runId` as a child and start it. */
   | { type: 'run.spawn'; runId: string; timeoutMs: number | undefined; at: number }

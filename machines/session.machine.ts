@@ -108,6 +108,7 @@ const startOf = (event: SessionMachineEvent | RunEndEvent) => {
   return event;
 };
 
+/** A cancel the session's strategy sends a run: `preempt` for a preempt, else `strategy`. */
 const cancelEvent = (
   mode: CancelModeValue,
   deadlineAt: number | undefined,
@@ -115,7 +116,14 @@ const cancelEvent = (
   reason: string,
 ): RunMachineEvent => ({
   type: 'run.cancel',
-  request: { mode, deadlineAt, recursive: true, cause, reason },
+  request: {
+    mode,
+    deadlineAt,
+    recursive: true,
+    cause,
+    reason,
+    initiator: cause === 'preempt' ? 'preempt' : 'strategy',
+  },
 });
 
 const base = setup({
@@ -246,6 +254,7 @@ const sessionSetup = base.extend({
       type: 'run.interrupt',
       message: 'interrupted by a newer run',
       cause: 'interrupt',
+      initiator: 'strategy',
     }),
     /** The grace is spent: the runs that waited for it wait like any other now. */
     clearInterrupting: base.assign({ interruptingRunIds: [] }),

@@ -35,6 +35,7 @@ export function mergeStop(
       idleForMs: call.idleForMs,
       cause: call.cause === '' ? undefined : call.cause,
       skipCheckpoint: call.skipCheckpoint,
+      initiator: call.initiator,
     };
   }
   return {
@@ -43,6 +44,8 @@ export function mergeStop(
     idleForMs: pending.idleForMs ?? call.idleForMs,
     cause: pending.cause ?? (call.cause === '' ? undefined : call.cause),
     skipCheckpoint: pending.skipCheckpoint || call.skipCheckpoint,
+    // A shutdown escalates: an earlier idle stop (the user's) must not hide it.
+    initiator: call.initiator === 'shutdown' ? 'shutdown' : pending.initiator,
   };
 }
 
@@ -62,6 +65,7 @@ export function stopCancelRequest(stop: StopRequest): CancelRequest | undefined 
         recursive: true,
         cause: 'cancel',
         reason,
+        initiator: stop.initiator,
       }
     : {
         mode: CancelMode.AnySafePoint,
@@ -69,6 +73,7 @@ export function stopCancelRequest(stop: StopRequest): CancelRequest | undefined 
         recursive: true,
         cause: 'cancel',
         reason,
+        initiator: stop.initiator,
       };
 }
 
@@ -92,6 +97,7 @@ export function preemptCancelRequest(draft: PreemptDraft): CancelRequest {
     recursive: draft.deadlineAt !== undefined,
     cause: 'preempt',
     reason: 'preempted by a pushed item',
+    initiator: 'preempt',
   };
 }
 

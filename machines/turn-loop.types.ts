@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { CancelModeValue, CancelRequest } from './cancel-request.js';
+import type { CancelModeValue, CancelRequest, RunInitiator } from './cancel-request.js';
 
 /** How a stop treats the running turn: escalation order afterTurn < graceful < immediate. */
 export type StopMode = 'afterTurn' | 'graceful' | 'immediate';
@@ -38,7 +38,12 @@ export interface StopCall {
   readonly idleForMs: number | undefined;
   readonly cause: string | undefined;
   readonly skipCheckpoint: boolean;
+  /** Who asks: the initiator of the cancel the stop sends its turn. */
+  readonly initiator: StopInitiator;
 }
+
+/** Who may ask a TurnLoop to stop: its user, or the host shutting down. */
+export type StopInitiator = Extract<RunInitiator, 'user' | 'shutdown'>;
 
 /** The merge of every stop call so far: escalates, never de-escalates. */
 export interface StopRequest {
@@ -51,6 +56,8 @@ export interface StopRequest {
   readonly cause: string | undefined;
   /** Sticky: once true, stays true. */
   readonly skipCheckpoint: boolean;
+  /** `shutdown` once any stop call says so (it escalates, as `mode` does), else `user`. */
+  readonly initiator: StopInitiator;
 }
 
 /**

@@ -80,6 +80,7 @@ const handlerCancel: TurnCancelCommand = {
     recursive: true,
     cause: 'cancel',
     reason: 'onAgentEvents returned before the run ended',
+    initiator: 'user',
   },
   by: 'handler',
 };

@@ -200,6 +200,7 @@ export class AgentRun<TOutput = unknown> {
       recursive: recursive ?? mode === CancelMode.Immediate,
       cause: 'cancel',
       reason,
+      initiator: 'user',
     });
   }
 

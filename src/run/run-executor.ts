@@ -11,7 +11,6 @@ import type { AnyActorRef, SnapshotFrom } from 'xstate';
 import {
   CancelMode,
   type CancelCause,
-  type CancelModeValue,
   type CancelRequest,
   type SafePointKind,
 } from '../../machines/cancel-request.js';
@@ -87,18 +86,6 @@ export interface RunExecutorInit {
   /** A TurnLoop turn's consumed item ids, logged on `session.run_started` (`item_ids`). */
   readonly itemIds?: readonly string[] | undefined;
 }
-
-const cancelledBy = (
-  cause: CancelCause,
-  mode: CancelModeValue,
-  reason?: string,
-): CancelRequest => ({
-  mode,
-  deadlineAt: undefined,
-  recursive: true,
-  cause,
-  reason,
-});
 
 /** @internal One run's executor and command side (see the module note). */
 export class RunExecutor implements RunContextHost {
@@ -225,7 +212,12 @@ export class RunExecutor implements RunContextHost {
   interruptWith(message: string | undefined, cause: InterruptCause): boolean {
     if (terminalRunStatuses.has(this.status)) return false;
     const before = this.#context();
-    this.send({ type: 'run.interrupt', message, cause });
+    this.send({
+      type: 'run.interrupt',
+      message,
+      cause,
+      initiator: cause === 'shutdown' ? 'shutdown' : 'user',
+    });
     const after = this.#context();
     const changed =
       after?.interruptRequested !== before?.interruptRequested || after?.cancel !== before?.cancel;
@@ -246,7 +238,15 @@ export class RunExecutor implements RunContextHost {
     this.host.telemetry.noted(this, 'cancel_requested', { 'runplane.cancel.cause': 'signal' });
     this.send({
       type: 'run.cancel',
-      request: cancelledBy('signal', CancelMode.Immediate, text ?? 'external signal aborted'),
+      request: {
+        mode: CancelMode.Immediate,
+        deadlineAt: undefined,
+        recursive: true,
+        cause: 'signal',
+        reason: text ?? 'external signal aborted',
+        // The caller's own AbortSignal, passed at prepare time.
+        initiator: 'user',
+      },
     });
   }
 

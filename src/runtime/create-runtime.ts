@@ -69,6 +69,7 @@ const shutdownRequest = (reason: string): CancelRequest => ({
   recursive: true,
   cause: 'shutdown',
   reason,
+  initiator: 'shutdown',
 });
 
 /**

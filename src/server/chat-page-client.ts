@@ -5,6 +5,9 @@
  *
  * @module
  */
+import type { ApiEvent, createEventFeed } from './chat-page-feed.js';
+import type { createLoopView } from './chat-page-loop.js';
+import type { createToolCards } from './chat-page-tools.js';
 import type { describeRunEnd } from './chat-run-end.js';
 
 /** What the page keeps about one run (one user message and the reply to it). */
@@ -23,12 +26,12 @@ interface RunView {
   readonly waits: Set<string>;
 }
 
-/** An event as the API sends it. */
-interface ApiEvent {
-  seq: number;
-  run_id: string | null;
-  type: string;
-  payload: Record<string, unknown>;
+/** The pieces of the page's script that live in modules of their own. */
+export interface ChatClientParts {
+  readonly describe: typeof describeRunEnd;
+  readonly createLoop: typeof createLoopView;
+  readonly createTools: typeof createToolCards;
+  readonly createFeed: typeof createEventFeed;
 }
 
 /**
@@ -38,10 +41,15 @@ interface ApiEvent {
  * reads the history (`GET .../events`, pages of 1000) up to a cursor, then follows
  * `EventSource(.../events/stream?after=<cursor>)`, which reconnects with `Last-Event-ID`. A
  * reload rebuilds the page from the log and resumes from the cursor it reached. The token and
- * the session id are kept in `sessionStorage` and `localStorage` (README "Chat page").
- * @param describe - {@link describeRunEnd}, passed in because the script is inlined as text
+ * the session id are kept in `sessionStorage` and `localStorage` (README "Chat page"). A loop
+ * session (`mode: "loop"`, chosen with the "Loop mode" box before "New session") shows its
+ * turns through {@link createLoopView}, and its composer sends with `preempt: true` ("Send
+ * now").
+ * @param parts - the page's other pieces, passed in because the script is inlined as text:
+ * {@link describeRunEnd}, {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}
  */
-export function runChatClient(describe: typeof describeRunEnd): void {
+export function runChatClient(parts: ChatClientParts): void {
+  const { describe, createLoop, createTools, createFeed } = parts;
   const $ = (id: string) => document.getElementById(id) as HTMLElement;
   const logEl = $('log');
   const cursorEl = $('cursor');
@@ -50,6 +58,10 @@ export function runChatClient(describe: typeof describeRunEnd): void {
   const errorEl = $('error');
   const textEl = $('text') as HTMLTextAreaElement;
   const preemptEl = $('preempt') as HTMLInputElement;
+  const preemptToggle = $('preempt-toggle');
+  const sendNow = $('send-now') as HTMLButtonElement;
+  const loopModeEl = $('loop-mode') as HTMLInputElement;
+  const modeEl = $('session-mode');
   const tokenForm = $('token-form') as HTMLFormElement;
   const composer = $('composer') as HTMLFormElement;
   // The token stays in this tab (sessionStorage); the session id, no secret, in localStorage.
@@ -60,7 +72,7 @@ export function runChatClient(describe: typeof describeRunEnd): void {
   let token = '';
   let sessionId = '';
   let cursor = 0;
-  let source: EventSource | undefined;
+  let mode = 'runs';
 
   const showError = (message: string) => {
     errorEl.textContent = message;
@@ -166,13 +178,17 @@ export function runChatClient(describe: typeof describeRunEnd): void {
     }
   };
 
-  const viewOf = (runId: string, text?: string): RunView => {
+  /** The view of run `runId`: its user message (`text`), or a loop turn's `lead` and `label`. */
+  const viewOf = (runId: string, text?: string, lead?: HTMLElement): RunView => {
     let view = runs.get(runId);
     if (view === undefined) {
       const turn = el('article', 'turn');
       turn.dataset.runId = runId;
-      const user = el('div', 'user');
-      user.append(el('p', 'bubble user-text', text ?? ''));
+      let user = lead;
+      if (user === undefined) {
+        user = el('div', 'user');
+        user.append(el('p', 'bubble user-text', text ?? ''));
+      }
       const meta = el('div', 'meta-row');
       const status = el('span', 'pill');
       const pending = el('span', 'pending');
@@ -183,7 +199,7 @@ export function runChatClient(describe: typeof describeRunEnd): void {
       const reason = el('p', 'reason');
       reason.hidden = true;
       turn.append(user, meta, reply, reason);
-      turn.setAttribute('aria-label', `Message: ${text ?? ''}`);
+      turn.setAttribute('aria-label', lead === undefined ? `Message: ${text ?? ''}` : (text ?? ''));
       logEl.append(turn);
       view = {
         turn,
@@ -204,6 +220,23 @@ export function runChatClient(describe: typeof describeRunEnd): void {
     return view;
   };
 
+  const loop = createLoop({
+    logEl,
+    el,
+    createTurn: (runId, lead, label) => void viewOf(runId, label, lead),
+  });
+
+  /** A message that preempts or interrupts puts the runs `ids` on notice (`wait`). */
+  const notify = (ids: Iterable<string>, wait: string) => {
+    for (const id of ids) {
+      const other = runs.get(id);
+      if (other !== undefined && !other.ended) {
+        other.waits.add(wait);
+        showPending(other);
+      }
+    }
+  };
+
   const part = (view: RunView, messageId: string) => {
     let span = view.parts.get(messageId);
     if (span === undefined) {
@@ -215,72 +248,7 @@ export function runChatClient(describe: typeof describeRunEnd): void {
     return span;
   };
 
-  /** A value as a person reads it: an object as `key: value` lines, text as text. */
-  const fields = (value: unknown, empty: string) => {
-    let data = value;
-    if (typeof data === 'string') {
-      try {
-        data = JSON.parse(data);
-      } catch {
-        return el('p', 'tool-text', data as string);
-      }
-    }
-    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
-      return el('p', 'tool-text', str(data));
-    }
-    const entries = Object.entries(data as Record<string, unknown>);
-    if (entries.length === 0) return el('p', 'tool-text muted', empty);
-    const list = el('dl', 'tool-fields');
-    for (const [key, item] of entries) list.append(el('dt', '', key), el('dd', '', str(item)));
-    return list;
-  };
-
-  /** The card of one tool call: name, arguments, approval, result. */
-  const toolCard = (view: RunView, toolUseId: string, name: unknown, args: unknown) => {
-    let card = view.tools.get(toolUseId);
-    if (card === undefined) {
-      card = el('section', 'tool');
-      card.dataset.toolUseId = toolUseId;
-      const head = el('header', 'tool-head');
-      head.append(el('span', 'tool-icon'), el('span', 'tool-name', str(name)));
-      head.append(el('span', 'tool-state', 'calling'));
-      card.append(head, fields(args, 'no arguments'));
-      card.setAttribute('aria-label', `Tool call: ${str(name)}`);
-      view.tools.set(toolUseId, card);
-      view.reply.append(card);
-    }
-    return card;
-  };
-  const toolState = (card: HTMLElement, state: string, text: string) => {
-    card.dataset.state = state;
-    const label = card.querySelector('.tool-state');
-    if (label !== null) label.textContent = text;
-  };
-
-  const askApproval = (view: RunView, p: Record<string, unknown>) => {
-    const toolUseId = str(p.tool_use_id);
-    const card = toolCard(view, toolUseId, p.name, p.args ?? p.arguments);
-    toolState(card, 'approval', 'needs your approval');
-    const row = el('div', 'tool-actions');
-    for (const allow of [true, false]) {
-      const control = button(
-        allow ? 'Allow' : 'Deny',
-        allow ? 'button small primary' : 'button small',
-        allow ? 'allow' : 'deny',
-      );
-      control.setAttribute('aria-label', `${allow ? 'Allow' : 'Deny'} ${str(p.name)}`);
-      control.addEventListener('click', () => {
-        for (const b of Array.from(row.querySelectorAll('button'))) b.disabled = true;
-        void sendEvents([
-          { type: 'user.tool_confirmation', payload: { tool_use_id: toolUseId, allow } },
-        ]);
-      });
-      row.append(control);
-    }
-    card.append(row);
-    view.waits.add('approval');
-    showPending(view);
-  };
+  const tools = createTools({ el, button, str, sendEvents });
 
   const end = (view: RunView, runId: string, event: ApiEvent) => {
     const seen = describe(event.type, event.payload, view.started);
@@ -312,6 +280,16 @@ export function runChatClient(describe: typeof describeRunEnd): void {
       logEl.append(el('p', 'supplement', `Added to the current reply: ${str(p.text)}`));
       return;
     }
+    // A loop session's message is an item (no run yet); its turn says which it consumed.
+    if (event.type === 'user.message' && typeof p.item_id === 'string') {
+      loop.message(p);
+      if (p.preempt === true) notify(loop.runningTurns(), 'preempting');
+      return;
+    }
+    if (event.type === 'session.loop_stopped') {
+      loop.loopStopped(p);
+      return;
+    }
     const runId = event.run_id;
     if (runId === null) return;
     if (event.type === 'user.message') {
@@ -322,15 +300,15 @@ export function runChatClient(describe: typeof describeRunEnd): void {
         interrupt: 'interrupting',
       };
       const wait = notices[str(p.strategy)];
-      if (wait !== undefined) {
-        for (const [id, other] of runs) {
-          if (id !== runId && !other.ended) {
-            other.waits.add(wait);
-            showPending(other);
-          }
-        }
-      }
+      if (wait !== undefined)
+        notify(
+          Array.from(runs.keys()).filter((id) => id !== runId),
+          wait,
+        );
       return;
+    }
+    if (event.type === 'session.run_started' && Array.isArray(p.item_ids)) {
+      loop.turnStarted(runId, p.item_ids);
     }
     const view = runs.get(runId);
     if (view === undefined) return; // a nested run's events: shown with its parent's tools
@@ -349,139 +327,85 @@ export function runChatClient(describe: typeof describeRunEnd): void {
         part(view, str(p.message_id)).textContent = str(p.content);
         break;
       case 'agent.tool_use':
-        toolCard(view, str(p.tool_use_id), p.name, p.arguments);
+        tools.used(view, p);
         break;
-      case 'agent.tool_result': {
-        const card = toolCard(view, str(p.tool_use_id), p.name, undefined);
-        const failed = p.is_error === true;
-        toolState(card, failed ? 'error' : 'done', failed ? 'failed' : 'done');
-        const result = el('div', 'tool-result');
-        result.append(el('span', 'tool-result-label', failed ? 'Error' : 'Result'));
-        result.append(fields(p.content, 'empty'));
-        card.append(result);
+      case 'agent.tool_result':
+        tools.result(view, p);
         break;
-      }
       case 'agent.approval_requested':
-        askApproval(view, p);
+        tools.askApproval(view, p);
+        view.waits.add('approval');
+        showPending(view);
         break;
-      case 'agent.approval_resolved': {
-        const card = view.tools.get(str(p.tool_use_id));
-        if (card !== undefined) {
-          card.querySelector('.tool-actions')?.remove();
-          const outcome = str(p.outcome);
-          toolState(
-            card,
-            outcome,
-            outcome === 'allowed' ? 'allowed' : outcome === 'denied' ? 'denied' : 'withdrawn',
-          );
-        }
+      case 'agent.approval_resolved':
+        tools.resolved(view, p);
         view.waits.delete('approval');
         showPending(view);
         break;
-      }
       case 'run.completed':
       case 'run.failed':
       case 'run.cancelled':
         end(view, runId, event);
+        loop.turnEnded(runId);
         break;
       default:
         break;
     }
   };
 
-  // Every type the service logs (README, HTTP API): each one moves the cursor, shown or not.
-  const eventTypes = [
-    'user.message',
-    'user.supplement',
-    'session.run_queued',
-    'session.run_started',
-    'session.error',
-    'run.status',
-    'agent.message_delta',
-    'agent.message',
-    'agent.tool_use',
-    'agent.tool_result',
-    'agent.approval_requested',
-    'agent.approval_resolved',
-    'agent.hint_consumed',
-    'run.completed',
-    'run.failed',
-    'run.cancelled',
-    'run.unsettled',
-  ];
-
-  const setConn = (state: string) => {
-    connEl.textContent = state;
-    connEl.dataset.state = state;
-  };
-
-  const follow = () => {
-    source?.close();
-    const url =
-      `/api/sessions/${encodeURIComponent(sessionId)}/events/stream?after=${cursor}` +
-      `&access_token=${encodeURIComponent(token)}`;
-    const es = new EventSource(url);
-    source = es;
-    setConn('connecting');
-    es.onopen = () => setConn('live');
-    es.onerror = (event) => {
-      // An `event: error` frame from the service carries data; a lost connection does not.
-      const data = (event as MessageEvent<unknown>).data;
-      if (typeof data === 'string') {
-        const error = (JSON.parse(data) as { error?: { message?: string } }).error;
-        showError(`stream: ${error?.message ?? data}`);
-      }
-      setConn(es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting');
-    };
-    for (const type of eventTypes) {
-      es.addEventListener(type, (message) => {
-        apply(JSON.parse((message as MessageEvent<string>).data) as ApiEvent);
-      });
-    }
-  };
-
-  const loadHistory = async () => {
-    for (;;) {
-      const page = (await api(
-        'GET',
-        `/api/sessions/${encodeURIComponent(sessionId)}/events?after=${cursor}&limit=1000`,
-      )) as { events: ApiEvent[]; has_more: boolean; next_after: number };
-      for (const event of page.events) apply(event);
-      if (!page.has_more) return;
-    }
-  };
+  const feed = createFeed({ api, apply, showError, connEl });
 
   /**
    * Opens a session: `fresh` creates one, a session id opens that one, and nothing reopens the
    * last one of this tab. The seam for a list of earlier sessions (`GET /api/sessions`): call
    * it with the chosen id (`window.runplaneChat.openSession(id)`).
    */
+  const showMode = (session: { mode?: unknown }) => {
+    mode = session.mode === 'loop' ? 'loop' : 'runs';
+    modeEl.textContent = mode === 'loop' ? 'loop' : 'chat';
+    modeEl.dataset.mode = mode;
+    // A loop session preempts with `preempt: true` ("Send now"), a plain one with a strategy.
+    preemptToggle.hidden = mode === 'loop';
+    sendNow.hidden = mode !== 'loop';
+  };
+
   const openSession = async (which: { fresh: true } | { sessionId?: string }) => {
-    source?.close();
+    feed.close();
     runs.clear();
+    loop.reset();
     logEl.replaceChildren();
     cursor = 0;
     cursorEl.textContent = '0';
     sessionId =
       'fresh' in which ? '' : (which.sessionId ?? sessions.getItem('runplane.session') ?? '');
+    let session: { session_id?: string; mode?: unknown } = {};
     if (sessionId !== '') {
       try {
-        await api('GET', `/api/sessions/${encodeURIComponent(sessionId)}`);
+        session = (await api('GET', `/api/sessions/${encodeURIComponent(sessionId)}`)) as {
+          mode?: unknown;
+        };
       } catch (error) {
         if ((error as { status?: number }).status !== 404) throw error;
         sessionId = '';
       }
     }
     if (sessionId === '') {
-      const created = (await api('POST', '/api/sessions', {})) as { session_id: string };
-      sessionId = created.session_id;
+      session = (await api(
+        'POST',
+        '/api/sessions',
+        loopModeEl.checked ? { mode: 'loop' } : {},
+      )) as {
+        session_id: string;
+      };
+      sessionId = String(session.session_id);
     }
+    showMode(session);
     sessions.setItem('runplane.session', sessionId);
     window.dispatchEvent(new CustomEvent('runplane:session', { detail: sessionId }));
     sessionEl.textContent = sessionId;
     sessionEl.title = sessionId;
-    await loadHistory();
-    follow();
+    await feed.loadHistory(sessionId, () => cursor);
+    feed.follow(sessionId, token, cursor);
   };
   (window as unknown as { runplaneChat: unknown }).runplaneChat = {
     openSession: (id: string) =>
@@ -518,17 +442,22 @@ export function runChatClient(describe: typeof describeRunEnd): void {
     store.setItem('runplane.token', input.value.trim());
     void start();
   });
-  composer.addEventListener('submit', (event) => {
-    event.preventDefault();
+  const send = (now: boolean) => {
     const text = textEl.value.trim();
     if (text === '') return;
     textEl.value = '';
-    void sendEvents([
-      {
-        type: 'user.message',
-        payload: preemptEl.checked ? { text, strategy: 'preempt' } : { text },
-      },
-    ]);
+    let payload: Record<string, unknown> = { text };
+    if (mode === 'loop' && now) payload = { text, preempt: true };
+    if (mode !== 'loop' && preemptEl.checked) payload = { text, strategy: 'preempt' };
+    void sendEvents([{ type: 'user.message', payload }]);
+  };
+  composer.addEventListener('submit', (event) => {
+    event.preventDefault();
+    send(false);
+  });
+  sendNow.addEventListener('click', () => {
+    send(true);
+    textEl.focus();
   });
   textEl.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {

@@ -7,7 +7,8 @@
 
 /**
  * The list: `GET /api/sessions` (newest first, 20 a page, "More" for the next page), each
- * session a button with its title (its first message) and when it was created; choosing one
+ * session a button with its title (its first message), its mode (`chat` or `loop`) and when it
+ * was created; choosing one
  * opens it through `window.runplaneChat.openSession(id)`. It follows the page's session
  * (`runplane:session` events from the chat client) and reloads whenever it is opened.
  *
@@ -46,7 +47,12 @@ export function runSessionList(): void {
       });
       if (!response.ok) return;
       const page = (await response.json()) as {
-        sessions: Array<{ session_id: string; created_at: number; title: string | null }>;
+        sessions: Array<{
+          session_id: string;
+          mode?: string;
+          created_at: number;
+          title: string | null;
+        }>;
         next_after: string | null;
       };
       if (after === null) list.replaceChildren();
@@ -62,7 +68,14 @@ export function runSessionList(): void {
         const time = document.createElement('span');
         time.className = 'session-time';
         time.textContent = when(session.created_at);
-        open.append(title, time);
+        const mode = document.createElement('span');
+        mode.className = 'mode-badge session-mode';
+        mode.dataset.mode = session.mode === 'loop' ? 'loop' : 'runs';
+        mode.textContent = session.mode === 'loop' ? 'loop' : 'chat';
+        const about = document.createElement('span');
+        about.className = 'session-about';
+        about.append(mode, time);
+        open.append(title, about);
         if (session.session_id === current) open.setAttribute('aria-current', 'true');
         open.addEventListener('click', () => {
           const chat = (window as unknown as { runplaneChat?: { openSession(id: string): void } })

@@ -1,11 +1,15 @@
 /**
  * The chat page served at `/`: one self-contained HTML document (no CDN, no bundler, no
- * framework). Its script is {@link runChatClient} with {@link describeRunEnd}, inlined as text.
+ * framework). Its script is {@link runChatClient} with its parts ({@link describeRunEnd},
+ * {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}), inlined as text.
  *
  * @module
  */
 import { faviconLink, runplaneIconSvg } from '../inspect/favicon.js';
 import { runChatClient } from './chat-page-client.js';
+import { createEventFeed } from './chat-page-feed.js';
+import { createToolCards } from './chat-page-tools.js';
+import { createLoopView, loopViewStyles } from './chat-page-loop.js';
 import { runSessionList } from './chat-page-sessions.js';
 import { chatPageStyles } from './chat-page-styles.js';
 import { describeRunEnd } from './chat-run-end.js';
@@ -15,7 +19,9 @@ import { describeRunEnd } from './chat-run-end.js';
  * preempted, timed out, stopped by shutdown, crashed); pending notices (preempting,
  * interrupting, waiting for approval); tool calls as cards with Allow / Deny; Stop on a running
  * message and Cancel on a queued one; a preempt toggle; live events over `EventSource` that
- * resume from the last `seq`. Light and dark from `prefers-color-scheme`, from 360 px wide.
+ * resume from the last `seq`. "Loop mode" before "New session" creates a loop session, whose
+ * messages show the turn that consumed them ({@link createLoopView}) and which "Send now
+ * (preempt)" preempts. Light and dark from `prefers-color-scheme`, from 360 px wide.
  *
  * @remarks The token comes from the URL fragment (`/#token=...`, never sent to the server),
  * then from `sessionStorage` (this tab only), or from the token form. The session id is kept in
@@ -30,16 +36,18 @@ export const chatPageHtml = `<!doctype html>
 <meta name="color-scheme" content="light dark">
 <title>runplane chat</title>
 ${faviconLink}
-<style>${chatPageStyles}</style>
+<style>${chatPageStyles}${loopViewStyles}</style>
 </head>
 <body>
 <header class="bar">
   <h1 class="brand">${runplaneIconSvg.replace('<svg ', '<svg aria-hidden="true" ')}runplane</h1>
-  <span class="meta">Session <span id="session">-</span></span>
+  <span class="meta">Session <span id="session">-</span> <span id="session-mode" class="mode-badge" data-mode="runs">chat</span></span>
   <span class="meta conn" id="conn" data-state="offline" role="status">offline</span>
   <span class="meta">seq <span id="cursor" data-testid="cursor">0</span></span>
   <span class="spacer"></span>
+  <label class="toggle"><input type="checkbox" id="loop-mode" aria-describedby="mode-hint"> Loop mode</label>
   <button id="new-session" class="button" type="button">New session</button>
+  <p id="mode-hint">Loop mode: messages sent while a turn runs wait, and the next turn answers them together.</p>
 </header>
 <nav id="sessions" aria-label="Earlier sessions" hidden></nav>
 <main tabindex="0" aria-label="Conversation">
@@ -57,14 +65,20 @@ ${faviconLink}
       <label class="visually-hidden" for="text">Message</label>
       <textarea id="text" rows="1" placeholder="Message (Enter sends)" title="Enter sends; Shift+Enter starts a new line"></textarea>
     </div>
-    <label class="toggle" title="Stop the current reply at its next safe point and answer this one"><input type="checkbox" id="preempt"> Preempt</label>
+    <label class="toggle" id="preempt-toggle" title="Stop the current reply at its next safe point and answer this one"><input type="checkbox" id="preempt"> Preempt</label>
+    <button id="send-now" class="button" type="button" hidden title="Stop the running turn at its next safe point; the next turn answers this message">Send now (preempt)</button>
     <button id="send" class="button primary" type="submit">Send</button>
   </form>
 </footer>
 <script>
 var __name = function (fn) { return fn; };
 (${runSessionList.toString()})();
-(${runChatClient.toString()})(${describeRunEnd.toString()});
+(${runChatClient.toString()})({
+  describe: ${describeRunEnd.toString()},
+  createLoop: ${createLoopView.toString()},
+  createTools: ${createToolCards.toString()},
+  createFeed: ${createEventFeed.toString()},
+});
 </script>
 </body>
 </html>

@@ -220,7 +220,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
 
   const stopHost = async (key: SessionKey, host: LoopHost, graceMs: number) => {
     host.stopping = true;
-    host.loop.stop({ mode: 'graceful', graceMs, cause: 'shutdown' });
+    host.loop.stop({ mode: 'graceful', graceMs, cause: 'shutdown', initiator: 'shutdown' });
     const exit = await host.loop.wait();
     await host.exited;
     const interrupted = exit.interruptedItems.map((item) => item.itemId);

@@ -60,6 +60,7 @@ const cancelNow = (run: AgentRun<unknown>, reason: string) =>
     recursive: true,
     cause: 'cancel',
     reason,
+    initiator: 'user',
   });
 
 const isFunction = (value: unknown): boolean => typeof value === 'function';

@@ -381,6 +381,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
         idleForMs: parsed.idleForMs,
         cause: parsed.cause,
         skipCheckpoint: parsed.skipCheckpoint ?? false,
+        initiator: parsed.initiator ?? 'user',
       };
       if (!exited) actor.send({ type: 'loop.stop', at: clock.now(), call });
     },

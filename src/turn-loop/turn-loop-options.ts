@@ -156,6 +156,7 @@ export const stopSchema = z
     idleForMs: durationMs.optional(),
     cause: z.string({ error: 'a string' }).optional(),
     skipCheckpoint: z.boolean({ error: 'a boolean' }).optional(),
+    initiator: z.enum(['user', 'shutdown'], { error: 'one of user, shutdown' }).optional(),
   })
   .superRefine((options, ctx) => {
     if (

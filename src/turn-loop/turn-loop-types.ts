@@ -165,6 +165,12 @@ export interface StopOptions {
   readonly cause?: string;
   /** Save no checkpoint on this exit. Sticky: a later stop cannot turn it off. @default false */
   readonly skipCheckpoint?: boolean;
+  /**
+   * Who asks for the stop: the `initiator` of the cancelled turn's `run.cancelled` event (README
+   * "Events"). `'shutdown'` when the host is shutting down (`runplane serve` says so); once any
+   * stop says `'shutdown'` it stays. @default 'user'
+   */
+  readonly initiator?: 'user' | 'shutdown';
 }
 
 /** How a TurnLoop ended: the same object for every `wait()` caller. */

@@ -13,6 +13,7 @@ const request = (overrides: Partial<CancelRequest> = {}): CancelRequest => ({
   recursive: false,
   cause: 'cancel',
   reason: undefined,
+  initiator: 'user',
   ...overrides,
 });
 

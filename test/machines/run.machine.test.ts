@@ -18,6 +18,7 @@ const cancel = (overrides: Partial<CancelRequest> = {}) => ({
     recursive: true,
     cause: 'cancel' as const,
     reason: undefined,
+    initiator: 'user' as const,
     ...overrides,
   },
 });

@@ -28,6 +28,7 @@ const call = (overrides: Partial<StopCall> = {}): StopCall => ({
   idleForMs: undefined,
   cause: undefined,
   skipCheckpoint: false,
+  initiator: 'user',
   ...overrides,
 });
 
@@ -45,6 +46,15 @@ describe('turn-loop machine helpers', () => {
     expect(stop.mode).toBe('immediate');
   });
 
+  it('a stop carries its initiator to the turn’s cancel; a shutdown escalates past an idle stop', () => {
+    const idle = mergeStop(undefined, call({ idleForMs: 1_000 }), 0);
+    expect(idle.initiator).toBe('user');
+    const shutdown = mergeStop(idle, call({ mode: 'graceful', initiator: 'shutdown' }), 1);
+    expect(stopCancelRequest(shutdown)).toMatchObject({ cause: 'cancel', initiator: 'shutdown' });
+    // A later stop of the user's does not take the shutdown back.
+    expect(mergeStop(shutdown, call({ mode: 'immediate' }), 2).initiator).toBe('shutdown');
+  });
+
   it('stop and preempt cancel requests', () => {
     expect(stopCancelRequest(mergeStop(undefined, call(), 0))).toBeUndefined();
     expect(
@@ -57,6 +67,7 @@ describe('turn-loop machine helpers', () => {
       recursive: true,
       cause: 'cancel',
       reason: 'turn loop stopped: x',
+      initiator: 'user',
     });
     expect(stopCancelRequest(mergeStop(undefined, call({ mode: 'immediate' }), 1))).toMatchObject({
       mode: CancelMode.Immediate,

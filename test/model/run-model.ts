@@ -46,6 +46,7 @@ const request = (mode: number, deadlineAt?: number): CancelRequest => ({
   recursive: mode === CancelMode.Immediate,
   cause: 'cancel',
   reason: undefined,
+  initiator: 'user',
 });
 
 /** Every event the run machine knows, with the payloads the tests use (times are absolute ms). */

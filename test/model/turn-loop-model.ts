@@ -224,6 +224,7 @@ export function loopEvents(snapshot: LoopSnapshot): LoopStep[] {
       idleForMs: extra.idleForMs,
       cause: undefined,
       skipCheckpoint: extra.skipCheckpoint ?? false,
+      initiator: 'user',
     },
     label: `stop ${mode}${extra.idleForMs === undefined ? '' : ` when idle ${extra.idleForMs}ms`}${extra.skipCheckpoint === true ? ' skipCheckpoint' : ''}`,
   });

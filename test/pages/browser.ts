@@ -7,12 +7,14 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import axe from 'axe-core';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
-import type { SimulatedClock } from 'xstate';
+import { SimulatedClock } from 'xstate';
 import { startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
+import { executablePath, launchChromium, stopServer, type ClockedServer } from './page-driver.js';
 
-const executablePath = '/usr/bin/chromium';
+export { advanceUntil, launchChromium } from './page-driver.js';
+
 /** Skipped where Chromium is missing, except in CI, where the tests run and fail instead. */
 export const skipBrowser = !existsSync(executablePath) && process.env.CI === undefined;
 if (skipBrowser) {
@@ -22,24 +24,6 @@ if (skipBrowser) {
 }
 
 const artifacts = join(import.meta.dirname, '..', '..', 'test-artifacts', 'pages');
-
-/** Launches Debian's Chromium, headless, with no network of its own. */
-export function launchChromium(): Promise<Browser> {
-  mkdirSync(artifacts, { recursive: true });
-  return chromium.launch({
-    executablePath,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-}
 
 /** axe-core's browser script, injected into the page under test. */
 const axeSource = axe.source;
@@ -125,65 +109,8 @@ export function recordPolicyViolations(page: Page): string[] {
 
 /** Saves a screenshot under test-artifacts/pages, to look at. */
 export async function shoot(page: Page, name: string): Promise<void> {
+  mkdirSync(artifacts, { recursive: true });
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
-}
-
-/** What {@link advanceUntil} needs of the server under test. */
-export interface ClockedServer {
-  readonly server: {
-    runtime: {
-      eventLog: { lastSeq: (ctx: object, key: { ownerId: string; sessionId: string }) => number };
-    };
-  };
-  readonly clock: { increment: (ms: number) => void };
-  /** How far the clock moves per step, in ms (the demo model's pause before each word). */
-  readonly stepMs: number;
-}
-
-/** Waits until the chat page has applied every event its session logged so far. */
-async function caughtUp(page: Page, at: ClockedServer, sessionId: string): Promise<void> {
-  const seq = at.server.runtime.eventLog.lastSeq({}, { ownerId: 'dev', sessionId });
-  await page.waitForFunction(
-    (want) => Number(document.getElementById('cursor')?.textContent) >= want,
-    seq,
-  );
-}
-
-/**
- * Moves the simulated clock one step at a time, each time after the page caught up, until
- * `done` holds: nothing depends on the wall clock.
- */
-export async function advanceUntil(
-  page: Page,
-  at: ClockedServer,
-  sessionId: string,
-  done: () => Promise<boolean>,
-): Promise<void> {
-  for (let i = 0; i < 2_000; i++) {
-    await caughtUp(page, at, sessionId);
-    if (await done()) return;
-    at.clock.increment(at.stepMs);
-  }
-  throw new Error('the condition never held');
-}
-
-/**
- * Shuts a server down whose clock is simulated: shutdown's own timers run on that clock, so it
- * moves 100 ms at a time until the server is down.
- */
-async function stopServer(
-  server: { shutdown: (options: { graceMs: number }) => Promise<unknown> } | undefined,
-  clock: { increment: (ms: number) => void },
-): Promise<void> {
-  if (server === undefined) return;
-  let down = false;
-  const stopped = server.shutdown({ graceMs: 0 }).finally(() => (down = true));
-  for (let i = 0; i < 1_000 && !down; i++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    clock.increment(100);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  await stopped;
 }
 
 /**
@@ -226,4 +153,35 @@ export function usePageServer(
       return browser!;
     },
   };
+}
+
+/**
+ * The chat page's server for the tests of one file: the demo agent on a simulated clock that
+ * {@link advanceUntil} moves `stepMs` a step (the demo model's pause before each word).
+ *
+ * @returns the clock, the server and browser ({@link usePageServer}), what `advanceUntil` needs
+ * (`at`), `open(page)`: the page with the dev token, once it follows its session, and
+ * `tabOn(sessionId, width, colorScheme)`: a new tab that reopens that session (its id is kept in
+ * `localStorage`), not yet opened
+ */
+export function useChatPageServer(stepMs = 60) {
+  const clock = new SimulatedClock();
+  const pages = usePageServer(clock, { chunkDelayMs: stepMs });
+  const at: ClockedServer = {
+    get server() {
+      return pages.server;
+    },
+    clock,
+    stepMs,
+  };
+  const open = async (page: Page) => {
+    await page.goto(`${pages.server.url}/#token=${pages.server.devToken}`);
+    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  };
+  const tabOn = (sessionId: string, width: number, colorScheme: 'light' | 'dark') =>
+    pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme }).then(async (page) => {
+      await page.addInitScript((id) => localStorage.setItem('runplane.session', id), sessionId);
+      return page;
+    });
+  return { clock, pages, at, open, tabOn };
 }

@@ -7,7 +7,6 @@
  */
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { SimulatedClock } from 'xstate';
 import {
   advanceUntil,
   axeViolations,
@@ -16,31 +15,16 @@ import {
   recordPolicyViolations,
   shoot,
   skipBrowser,
-  usePageServer,
+  useChatPageServer,
 } from './browser.js';
 
-const clock = new SimulatedClock();
-const stepMs = 60;
-const pages = usePageServer(clock, { chunkDelayMs: stepMs });
-const at = {
-  get server() {
-    return pages.server;
-  },
-  clock,
-  stepMs,
-};
+const { clock, pages, at, open, tabOn } = useChatPageServer();
 
 const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
 const attr = (page: Page, index: number, name: string) => turn(page, index).getAttribute(name);
 /** The session of the second test, every kind of end in it: the third reopens it. */
 let endsSession = '';
 const sessionOf = async (page: Page) => (await page.locator('#session').textContent()) ?? '';
-
-/** Opens the page with the dev token, in a fresh tab; waits until it follows its session. */
-async function open(page: Page) {
-  await page.goto(`${pages.server.url}/#token=${pages.server.devToken}`);
-  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
-}
 
 /** Types a message and sends it with the keyboard alone. */
 async function send(page: Page, text: string) {
@@ -290,9 +274,8 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('fits 360 px, follows the dark scheme, and has no serious accessibility violation', async () => {
     for (const colorScheme of ['light', 'dark'] as const) {
       for (const width of [1280, 360]) {
-        const page = await pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme });
         // The session id is kept in localStorage: this tab reopens the session with every end.
-        await page.addInitScript((id) => localStorage.setItem('runplane.session', id), endsSession);
+        const page = await tabOn(endsSession, width, colorScheme);
         const refused = recordPolicyViolations(page);
         await open(page);
         await page.waitForSelector('article.turn');

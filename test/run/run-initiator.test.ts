@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../src/index.js';
 import { createTestRuntime, gatedAgent, tick, waitForCancel } from '../helpers.js';
+import { createTestLoop, until } from '../turn-loop/helpers.js';
 
 /** Stops as soon as an interrupt is raised, answering that it was interrupted. */
 const stopsWhenInterrupted: Agent<unknown, string> = {
@@ -123,5 +124,21 @@ describe('initiator', () => {
       [old.id, 'run.cancelled', 'preempt'],
       [urgent.id, 'run.cancelled', 'shutdown'],
     ]);
+  });
+
+  it('a TurnLoop turn: its stop’s initiator (user by default, shutdown when the host says so), never read from the reason', async () => {
+    const initiators: unknown[] = [];
+    for (const initiator of [undefined, 'shutdown'] as const) {
+      const made = createTestLoop();
+      made.loop.push('a');
+      made.loop.run();
+      await until(() => made.stepped.executions.length === 1, 'the turn to start');
+      // The same cause text both times: only the data tells them apart.
+      made.loop.stop({ mode: 'immediate', cause: 'shutdown', initiator });
+      await made.loop.wait();
+      const events = await made.runtime.eventLog.read({}, { ownerId: 'u1', sessionId: 's1' });
+      initiators.push(events.find((e) => e.type === 'run.cancelled')?.payload.initiator);
+    }
+    expect(initiators).toEqual(['user', 'shutdown']);
   });
 });

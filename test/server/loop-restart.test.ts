@@ -70,7 +70,7 @@ describe('loop sessions across restarts', () => {
     );
     const cut = log.find((e) => e.type === 'run.cancelled');
     // The turn ended at a safe point (between sentences), not by escalation.
-    expect(cut?.payload).toMatchObject({ escalated: false });
+    expect(cut?.payload).toMatchObject({ escalated: false, initiator: 'shutdown' });
     expect(log.find((e) => e.type === 'session.loop_stopped')?.payload).toEqual({
       cause: 'shutdown',
       interrupted_item_ids: [story],

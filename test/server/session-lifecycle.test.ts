@@ -58,11 +58,13 @@ describe('GET /api/sessions', () => {
       for (const session of body.sessions) {
         expect(Object.keys(session)).toEqual([
           'session_id',
+          'mode',
           'created_at',
           'updated_at',
           'last_seq',
           'title',
         ]);
+        expect(session.mode).toBe('runs');
         seen.push(session.session_id as string);
       }
       expect(body.has_more).toBe(body.next_after !== null);

@@ -167,6 +167,7 @@ export function sessionRoutes(options: SessionRoutesOptions): Hono<ServiceEnv> {
           const key = { ownerId, sessionId: session.sessionId };
           return {
             session_id: session.sessionId,
+            mode: session.mode,
             created_at: session.createdAt,
             updated_at: session.updatedAt,
             last_seq: runtime.eventLog.lastSeq({}, key),
