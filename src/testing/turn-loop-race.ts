@@ -129,26 +129,6 @@ class AgentStep extends Step {
   }
 }
 
-/** Restart, with a look at the stored checkpoint cut in half or corrupted in between. */
-class CorruptRestart extends Step {
-  constructor(readonly how: 'truncated' | 'corrupt') {
-    super();
-  }
-  protected async act(world: TurnLoopWorld): Promise<string> {
-    const generation = world.current;
-    generation.stopped = true;
-    generation.loop.stop({ mode: 'immediate', cause: 'restart' });
-    await world.untilExited(generation);
-    await world.closeGeneration(generation);
-    const probed = await world.probeCorruptCheckpoint(this.how);
-    await world.startGeneration();
-    return `${this.toString()} (${probed}; loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
-  }
-  toString(): string {
-    return `restart over ${this.how} checkpoint bytes`;
-  }
-}
-
 /** A run of another caller in the loop's session: the next turn's run waits behind it. */
 class ForeignRun extends Step {
   protected act(world: TurnLoopWorld): string {
@@ -179,18 +159,26 @@ class ForeignComplete extends Step {
   }
 }
 
+/** Checkpoint + restart; with `corrupt`, a loop is first tried on truncated or corrupt bytes. */
 class Restart extends Step {
+  constructor(readonly corrupt?: 'truncated' | 'corrupt') {
+    super();
+  }
   protected async act(world: TurnLoopWorld): Promise<string> {
     const generation = world.current;
     generation.stopped = true;
     generation.loop.stop({ mode: 'immediate', cause: 'restart' });
     await world.untilExited(generation);
     await world.closeGeneration(generation);
+    const probed =
+      this.corrupt === undefined ? '' : `${await world.probeCorruptCheckpoint(this.corrupt)}; `;
     await world.startGeneration();
-    return `${this.toString()} (loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
+    return `${this.toString()} (${probed}loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
   }
   toString(): string {
-    return 'checkpoint + restart';
+    return this.corrupt === undefined
+      ? 'checkpoint + restart'
+      : `checkpoint + restart over ${this.corrupt} checkpoint bytes`;
   }
 }
 
@@ -255,7 +243,7 @@ function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
     fc.constant(new AgentStep('afterChatModel')),
     fc.constant(new AgentStep('afterToolCalls')),
     fc.constant(new Restart()),
-    fc.constantFrom('truncated' as const, 'corrupt' as const).map((how) => new CorruptRestart(how)),
+    fc.constantFrom('truncated' as const, 'corrupt' as const).map((how) => new Restart(how)),
     fc.constant(new ForeignRun()),
     fc.constant(new ForeignComplete()),
   ];
