@@ -23,7 +23,7 @@ import { TurnLoopLedger } from './turn-loop-ledger.js';
 
 export const ownerId = 'owner';
 export const sessionId = 'loop';
-export const checkpointId = 'race';
+const checkpointId = 'race';
 
 /** One TurnLoop between two restarts. */
 interface Generation {
