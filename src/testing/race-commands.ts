@@ -231,6 +231,15 @@ class Cancel extends Step {
       ...(this.timeoutMs === undefined ? {} : { timeoutMs: this.timeoutMs }),
     };
     if (this.via === 'registry') {
+      // A cancel for this run under another session is not_found and touches nothing.
+      const other = world.sessions.find((id) => id !== record.sessionId) ?? 'no-such-session';
+      const wrong = world.runtime.runs.cancel(world.ownerId, other, run.id, options);
+      if (wrong !== 'not_found') {
+        world.violation(
+          `[wrong-session-not-found] runs.cancel(${run.id}) under session ${other} answered ${wrong}`,
+        );
+      }
+      world.expectOnlyChanged(`runs.cancel(${run.id}) under session ${other}`, before, new Set());
       const answer = world.runtime.runs.cancel(world.ownerId, record.sessionId, run.id, options);
       const expected = terminalBefore ? 'ended' : 'accepted';
       if (answer !== expected)

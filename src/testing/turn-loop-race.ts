@@ -6,27 +6,11 @@
  * @module
  */
 import type fc from 'fast-check';
-import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
-import type { TurnLoopContext } from '../../machines/turn-loop.types.js';
-import type { RunplaneEvent } from '../events/event-log.js';
-import { LateItemsTakenError, RunplaneError } from '../errors.js';
-import type { Runtime } from '../runtime/create-runtime.js';
-import type { CheckpointStore } from '../stores/checkpoint-store.js';
-import { createMemoryCheckpointStore } from '../stores/memory-checkpoint-store.js';
-import { jsonCheckpointCodec, type Checkpoint } from '../turn-loop/checkpoint.js';
-import { createTurnLoop } from '../turn-loop/create-turn-loop.js';
-import type {
-  StopOptions,
-  TurnContext,
-  TurnLoop,
-  TurnLoopExit,
-} from '../turn-loop/turn-loop-types.js';
+import type { StopOptions } from '../turn-loop/turn-loop-types.js';
 import { loadFastCheck, type FastCheck } from './fast-check.js';
 import { checkProperty, type PropertyRun, type RaceReport } from './race-property.js';
-import { RaceInvariantError, type RaceAgentKind, type RaceRuntimeFactory } from './race-world.js';
-import { createScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
-import { createTestClock, type TestClock } from './test-clock.js';
+import type { RaceAgentKind, RaceRuntimeFactory } from './race-world.js';
 
 /** Options of {@link runTurnLoopRaceProperty}. Every field is optional. */
 export interface TurnLoopRacePropertyOptions {
@@ -44,313 +28,7 @@ export interface TurnLoopRacePropertyOptions {
   readonly log?: (report: string) => void;
 }
 
-const ownerId = 'owner';
-const sessionId = 'loop';
-const checkpointId = 'race';
-
-/** One TurnLoop between two restarts. */
-interface Generation {
-  readonly index: number;
-  readonly loop: TurnLoop<number>;
-  readonly accepted: number[];
-  readonly refused: number[];
-  /** Items of the checkpoint the loop started from. */
-  readonly carriedIn: number[];
-  /** The stored bytes when the loop started. */
-  readonly storedAtStart: string | undefined;
-  readonly history: Array<{ item: number; event: 'reoffered' | 'consumed'; turnId: string }>;
-  readonly turnRuns: string[];
-  readonly acks: Array<{ item: number; settled: boolean }>;
-  exit: TurnLoopExit<number> | undefined;
-}
-
-const stored = async (store: CheckpointStore): Promise<string | undefined> => {
-  const data = await store.get({}, checkpointId);
-  return data === undefined ? undefined : new TextDecoder().decode(data);
-};
-
-const decode = (text: string): Checkpoint<number> =>
-  jsonCheckpointCodec.decode(new TextEncoder().encode(text)) as Checkpoint<number>;
-
-const count = (list: readonly number[], item: number) => list.filter((x) => x === item).length;
-
-const increasing = (list: readonly number[]) => list.every((x, i) => i === 0 || list[i - 1]! < x);
-
-/** @internal The system one sequence runs against. */
-class TurnLoopWorld {
-  readonly clock: TestClock = createTestClock();
-  readonly runtime: Runtime;
-  readonly store = createMemoryCheckpointStore();
-  readonly agent: ScriptedAgent<unknown>;
-  readonly generations: Generation[] = [];
-  readonly violations: string[] = [];
-  readonly reported: unknown[] = [];
-  readonly trace: string[] = [];
-  /** Every actor of the runtime and of the loops, to check none is left active at the end. */
-  readonly actors: AnyActorRef[] = [];
-  nextItem = 1;
-
-  constructor(
-    factory: RaceRuntimeFactory,
-    readonly settings: {
-      readonly agentKind: RaceAgentKind;
-      readonly take: number;
-      readonly requeuePreempted: boolean;
-      /** Leave `onAgentEvents` to the loop's default (it only awaits the run's end). */
-      readonly defaultHandler: boolean;
-      readonly schedule: <T>(settlement: Promise<T>, label: string) => Promise<T>;
-    },
-  ) {
-    this.runtime = factory({
-      clock: this.clock,
-      reportError: (error) => this.reported.push(error),
-      inspect: (event) => this.#track(event),
-    });
-    this.agent = createScriptedAgent({
-      onAbort: settings.agentKind === 'honours-signal' ? 'reject' : 'ignore',
-      schedule: settings.schedule,
-    });
-  }
-
-  #track(event: InspectionEvent): void {
-    if (event.type === '@xstate.actor') this.actors.push(event.actorRef as AnyActorRef);
-  }
-
-  get current(): Generation {
-    const generation = this.generations.at(-1);
-    if (generation === undefined) throw new Error('no loop yet');
-    return generation;
-  }
-
-  /** The run of the current turn, if its agent is executing. */
-  currentTurnRun(): string | undefined {
-    return this.current.turnRuns.findLast((runId) => this.agent.isExecuting(runId));
-  }
-
-  violation(message: string): void {
-    this.violations.push(message);
-  }
-
-  throwIfViolated(step: string): void {
-    if (this.reported.length > 0) {
-      this.violation(`the runtime reported errors: ${this.reported.map(String).join('; ')}`);
-      this.reported.length = 0;
-    }
-    if (this.violations.length === 0) return;
-    const message = `after ${step}: ${this.violations.join('\n  ')}\n  steps: ${this.trace.join(', ')}`;
-    this.violations.length = 0;
-    throw new RaceInvariantError(message);
-  }
-
-  /** Starts a new loop on the store (the first one, or after a restart). */
-  async startGeneration(): Promise<void> {
-    const text = await stored(this.store);
-    const checkpoint = text === undefined ? undefined : decode(text);
-    const generation: Generation = {
-      index: this.generations.length + 1,
-      loop: undefined as unknown as TurnLoop<number>,
-      accepted: [],
-      refused: [],
-      carriedIn:
-        checkpoint === undefined ? [] : [...checkpoint.interrupted, ...checkpoint.unhandled],
-      storedAtStart: text,
-      history: [],
-      turnRuns: [],
-      acks: [],
-      exit: undefined,
-    };
-    const { schedule, take, requeuePreempted, defaultHandler } = this.settings;
-    /** A turn's run started with these items: record them (once per turn). */
-    const turnStarted = (turnId: string, runId: string, consumed: readonly number[]) => {
-      generation.turnRuns.push(runId);
-      for (const item of consumed) generation.history.push({ item, event: 'consumed', turnId });
-    };
-    const loop = createTurnLoop<number>({
-      runtime: this.runtime,
-      ownerId,
-      sessionId,
-      store: this.store,
-      checkpointId,
-      requeuePreempted,
-      inspect: (event) => {
-        this.#track(event);
-        // With the default handler there is no onAgentEvents to see a turn start: read the
-        // loop's own `turn.started` step and the consumed items of its planned turn.
-        if (defaultHandler && event.type === '@xstate.snapshot') {
-          const started = event.event as { type: string; turnId?: string; runId?: string };
-          const { context } = event.snapshot as unknown as { context?: TurnLoopContext };
-          const turn = context?.turn;
-          if (
-            started.type === 'turn.started' &&
-            turn !== undefined &&
-            turn.turnId === started.turnId
-          ) {
-            turnStarted(turn.turnId, started.runId ?? '', (turn.plan?.consumed ?? []) as number[]);
-          }
-        }
-      },
-      genInput: async (items, info) => {
-        // "A turn's agent is cancelled and drained before the next turn starts."
-        for (const runId of generation.turnRuns) {
-          if (this.runtime.runs.find(ownerId, sessionId, runId) !== undefined) {
-            this.violation(
-              `${info.turnId} was planned while the run ${runId} of an earlier turn had not settled`,
-            );
-          }
-        }
-        // "N pushes in one tick are handled in push order."
-        if (!increasing(items) || !increasing(info.preemptedItems)) {
-          this.violation(
-            `${info.turnId} was offered items out of push order: [${items.join(', ')}], preempted [${info.preemptedItems.join(', ')}]`,
-          );
-        }
-        for (const item of info.preemptedItems) {
-          generation.history.push({ item, event: 'reoffered', turnId: info.turnId });
-        }
-        await schedule(Promise.resolve(), `genInput ${info.turnId}`);
-        const offered = [...info.preemptedItems, ...items];
-        const consumed = offered.slice(0, take);
-        // Multiples of 7 among the rest are dropped (reported in exit.droppedItems).
-        const remaining = offered.slice(take).filter((item) => item % 7 !== 0);
-        return { input: consumed, consumed, remaining };
-      },
-      prepareAgent: async (_consumed, info) => {
-        await schedule(Promise.resolve(), `prepareAgent ${info.turnId}`);
-        return this.agent;
-      },
-      ...(defaultHandler
-        ? {}
-        : {
-            onAgentEvents: async (
-              turn: TurnContext<number>,
-              events: AsyncIterable<RunplaneEvent>,
-            ) => {
-              turnStarted(turn.turnId, turn.runId, turn.consumed);
-              let failed = false;
-              for await (const event of events) failed ||= event.type === 'run.failed';
-              return failed ? new Error('the turn failed') : undefined;
-            },
-          }),
-    });
-    (generation as { loop: TurnLoop<number> }).loop = loop;
-    void loop.wait().then((exit) => (generation.exit = exit));
-    this.generations.push(generation);
-    loop.run();
-    await this.clock.flush();
-  }
-
-  /** Pushes `items` in one tick; records what the loop accepted and refused. */
-  push(items: number[], options: Parameters<TurnLoop<number>['push']>[1]): void {
-    const generation = this.current;
-    for (const item of items) {
-      try {
-        const result = generation.loop.push(item, options);
-        (result.accepted ? generation.accepted : generation.refused).push(item);
-        if (generation.exit !== undefined && result.accepted) {
-          this.violation(`push(${item}) was accepted after the loop exited`);
-        }
-        const ack = { item, settled: false };
-        generation.acks.push(ack);
-        void result.ack.then(() => (ack.settled = true));
-      } catch (error) {
-        if (!(error instanceof LateItemsTakenError)) {
-          this.violation(
-            `push(${item}) threw ${error instanceof RunplaneError ? error.code : String(error)}`,
-          );
-        }
-      }
-    }
-  }
-
-  /** Drives time (and, through the outer scheduler, settlements) until the loop exited. */
-  async untilExited(generation: Generation, releaseAll?: () => Promise<void>): Promise<void> {
-    for (let round = 0; round < 300 && generation.exit === undefined; round++) {
-      if (releaseAll !== undefined) await releaseAll();
-      await this.clock.flush();
-      if (generation.exit !== undefined) break;
-      const next = this.clock.nextTimerAt;
-      if (next !== undefined) await this.clock.advance(Math.max(0, next - this.clock.now()));
-    }
-    if (generation.exit === undefined) {
-      this.violation(`loop ${generation.index} never exited after stop({ mode: 'immediate' })`);
-    }
-  }
-
-  /** Item conservation for one loop, and what it left in the store. */
-  async closeGeneration(generation: Generation): Promise<void> {
-    const exit = generation.exit;
-    if (exit === undefined) return;
-    const late = exit.takeLateItems();
-    if (exit.takeLateItems().length !== 0) this.violation('takeLateItems() gave items twice');
-    try {
-      generation.loop.push(this.nextItem++);
-      this.violation('push() after takeLateItems() did not throw LATE_ITEMS_TAKEN');
-    } catch (error) {
-      if (!(error instanceof LateItemsTakenError)) {
-        this.violation(`push() after takeLateItems() threw ${String(error)}, not LATE_ITEMS_TAKEN`);
-      }
-    }
-    const last = new Map<number, { event: 'reoffered' | 'consumed'; turnId: string }>();
-    for (const entry of generation.history) last.set(entry.item, entry);
-    const owned = [...generation.accepted, ...generation.carriedIn];
-    for (const item of new Set(owned)) {
-      const interrupted = count(exit.interruptedItems, item);
-      const where = {
-        dropped: count(exit.droppedItems, item),
-        unhandled: count(exit.unhandledItems, item),
-        interrupted,
-        consumed: last.get(item)?.event === 'consumed' && interrupted === 0 ? 1 : 0,
-      };
-      const total = where.dropped + where.unhandled + where.interrupted + where.consumed;
-      if (total !== count(owned, item)) {
-        this.violation(
-          `loop ${generation.index}: item ${item} ended ${total} times (${JSON.stringify(where)}), it was given ${count(owned, item)} time(s)`,
-        );
-      }
-    }
-    for (const item of [
-      ...exit.droppedItems,
-      ...exit.unhandledItems,
-      ...exit.interruptedItems,
-      ...last.keys(),
-    ]) {
-      if (!owned.includes(item))
-        this.violation(`loop ${generation.index}: item ${item} appeared from nowhere`);
-    }
-    if (
-      late.length !== generation.refused.length ||
-      generation.refused.some((item) => count(late, item) !== 1)
-    ) {
-      this.violation(
-        `loop ${generation.index}: refused [${generation.refused.join(', ')}], late items [${late.join(', ')}]`,
-      );
-    }
-    const open = generation.acks.filter((ack) => !ack.settled);
-    if (open.length > 0) {
-      this.violation(
-        `loop ${generation.index}: acks of ${open.map((a) => a.item).join(', ')} never resolved`,
-      );
-    }
-    // What a restart will find: exactly the exit's leftovers if they were saved, else nothing new.
-    const text = await stored(this.store);
-    if (exit.checkpointAttempted && exit.checkpointError === undefined) {
-      const checkpoint = text === undefined ? undefined : decode(text);
-      if (
-        checkpoint === undefined ||
-        checkpoint.unhandled.join() !== exit.unhandledItems.join() ||
-        checkpoint.interrupted.join() !== exit.interruptedItems.join()
-      ) {
-        this.violation(
-          `loop ${generation.index}: the saved checkpoint does not hold what the exit left`,
-        );
-      }
-    } else if (text !== undefined && text !== generation.storedAtStart) {
-      this.violation(
-        `loop ${generation.index}: the store changed although no checkpoint was saved`,
-      );
-    }
-  }
-}
+import { ownerId, sessionId, TurnLoopWorld } from './turn-loop-world.js';
 
 type TurnLoopModel = { commands: number };
 type Command = fc.AsyncCommand<TurnLoopModel, TurnLoopWorld>;
@@ -411,6 +89,8 @@ class Stop extends Step {
     super();
   }
   protected act(world: TurnLoopWorld): string {
+    // An idle stop never hits a turn: it commits only once the loop is idle.
+    if (this.options.idleForMs === undefined) world.current.stopped = true;
     world.current.loop.stop(this.options);
     return this.toString();
   }
@@ -449,17 +129,56 @@ class AgentStep extends Step {
   }
 }
 
+/** A run of another caller in the loop's session: the next turn's run waits behind it. */
+class ForeignRun extends Step {
+  protected act(world: TurnLoopWorld): string {
+    const live = world.foreign.filter((runId) =>
+      world.runtime.runs.find(ownerId, sessionId, runId),
+    );
+    if (live.length >= 2) return `${this.toString()} (two live already)`;
+    const run = world.runtime.prepare({ ownerId, sessionId, agent: world.agent, input: 'foreign' });
+    world.foreign.push(run.id);
+    run.start();
+    return `${this.toString()} ${run.id}`;
+  }
+  toString(): string {
+    return 'foreign run';
+  }
+}
+
+/** The oldest foreign run still live completes (now, or as soon as its agent executes). */
+class ForeignComplete extends Step {
+  protected act(world: TurnLoopWorld): string {
+    const runId = world.foreign.find((id) => world.runtime.runs.find(ownerId, sessionId, id));
+    if (runId === undefined) return `${this.toString()} (none live)`;
+    world.agent.complete(runId, 'foreign done');
+    return `${this.toString()} ${runId}`;
+  }
+  toString(): string {
+    return 'foreign complete';
+  }
+}
+
+/** Checkpoint + restart; with `corrupt`, a loop is first tried on truncated or corrupt bytes. */
 class Restart extends Step {
+  constructor(readonly corrupt?: 'truncated' | 'corrupt') {
+    super();
+  }
   protected async act(world: TurnLoopWorld): Promise<string> {
     const generation = world.current;
+    generation.stopped = true;
     generation.loop.stop({ mode: 'immediate', cause: 'restart' });
     await world.untilExited(generation);
     await world.closeGeneration(generation);
+    const probed =
+      this.corrupt === undefined ? '' : `${await world.probeCorruptCheckpoint(this.corrupt)}; `;
     await world.startGeneration();
-    return `${this.toString()} (loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
+    return `${this.toString()} (${probed}loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
   }
   toString(): string {
-    return 'checkpoint + restart';
+    return this.corrupt === undefined
+      ? 'checkpoint + restart'
+      : `checkpoint + restart over ${this.corrupt} checkpoint bytes`;
   }
 }
 
@@ -524,6 +243,9 @@ function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
     fc.constant(new AgentStep('afterChatModel')),
     fc.constant(new AgentStep('afterToolCalls')),
     fc.constant(new Restart()),
+    fc.constantFrom('truncated' as const, 'corrupt' as const).map((how) => new Restart(how)),
+    fc.constant(new ForeignRun()),
+    fc.constant(new ForeignComplete()),
   ];
 }
 
@@ -585,6 +307,7 @@ export async function runTurnLoopRaceProperty(
           cmds,
         );
         const generation = world.current;
+        generation.stopped = true;
         generation.loop.stop({ mode: 'immediate', cause: 'end' });
         await world.untilExited(generation, () => scheduler.waitAll());
         await world.closeGeneration(generation);
@@ -595,16 +318,19 @@ export async function runTurnLoopRaceProperty(
           await scheduler.waitAll();
           await world.clock.advance(1_000);
         }
-        if (!done) world.violation('runtime.shutdown() never resolved');
+        if (!done) world.violation('[shutdown-resolves] runtime.shutdown() never resolved');
         if (world.runtime.runs.size !== 0)
-          world.violation(`${world.runtime.runs.size} runs live after shutdown`);
+          world.violation(
+            `[nothing-left-behind] ${world.runtime.runs.size} runs live after shutdown`,
+          );
         const alive = world.actors.filter(
           (actor) => (actor.getSnapshot() as { status: string }).status === 'active',
         );
-        if (alive.length > 0) world.violation(`${alive.length} actors still active at the end`);
+        if (alive.length > 0)
+          world.violation(`[nothing-left-behind] ${alive.length} actors still active at the end`);
         if (world.clock.pendingTimers !== 0) {
           world.violation(
-            `${world.clock.pendingTimers} timers armed after the loops exited and the runtime shut down`,
+            `[nothing-left-behind] ${world.clock.pendingTimers} timers armed after the loops exited and the runtime shut down`,
           );
         }
         world.throwIfViolated('the end');

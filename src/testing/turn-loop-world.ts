@@ -1,0 +1,436 @@
+/**
+ * The world one TurnLoop race sequence runs against: loops on a runtime you build, a scripted
+ * agent, a memory checkpoint store, runs of other callers in the loop's session, and the checks
+ * of every step and of every loop's exit (see runTurnLoopRaceProperty).
+ *
+ * @internal
+ * @module
+ */
+import type { AnyActorRef, InspectionEvent } from 'xstate';
+import type { TurnEnding, TurnLoopContext } from '../../machines/turn-loop.types.js';
+import type { RunplaneEvent } from '../events/event-log.js';
+import { CheckpointCorruptError, LateItemsTakenError, RunplaneError } from '../errors.js';
+import type { Runtime } from '../runtime/create-runtime.js';
+import type { CheckpointStore } from '../stores/checkpoint-store.js';
+import { createMemoryCheckpointStore } from '../stores/memory-checkpoint-store.js';
+import { jsonCheckpointCodec, type Checkpoint } from '../turn-loop/checkpoint.js';
+import { createTurnLoop } from '../turn-loop/create-turn-loop.js';
+import type { TurnContext, TurnLoop, TurnLoopExit } from '../turn-loop/turn-loop-types.js';
+import { RaceInvariantError, type RaceAgentKind, type RaceRuntimeFactory } from './race-world.js';
+import { createScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
+import { createTestClock, type TestClock } from './test-clock.js';
+import { TurnLoopLedger } from './turn-loop-ledger.js';
+
+export const ownerId = 'owner';
+export const sessionId = 'loop';
+const checkpointId = 'race';
+
+/** One TurnLoop between two restarts. */
+interface Generation {
+  readonly index: number;
+  readonly loop: TurnLoop<number>;
+  readonly accepted: number[];
+  readonly refused: number[];
+  /** Items of the checkpoint the loop started from. */
+  readonly carriedIn: number[];
+  /** The stored bytes when the loop started. */
+  readonly storedAtStart: string | undefined;
+  readonly history: Array<{ item: number; event: 'reoffered' | 'consumed'; turnId: string }>;
+  readonly turnRuns: string[];
+  readonly acks: Array<{ item: number; settled: boolean }>;
+  /** The reference model of this loop's items and preempts. */
+  readonly ledger: TurnLoopLedger;
+  /** Run ids of the loop's turns, by turn id. */
+  readonly runOfTurn: Map<string, string>;
+  /** Whether a stop that can hit a turn (not an idle stop) was called on this loop. */
+  stopped: boolean;
+  exit: TurnLoopExit<number> | undefined;
+}
+
+const stored = async (store: CheckpointStore): Promise<string | undefined> => {
+  const data = await store.get({}, checkpointId);
+  return data === undefined ? undefined : new TextDecoder().decode(data);
+};
+
+const decode = (text: string): Checkpoint<number> =>
+  jsonCheckpointCodec.decode(new TextEncoder().encode(text)) as Checkpoint<number>;
+
+const count = (list: readonly number[], item: number) => list.filter((x) => x === item).length;
+
+const increasing = (list: readonly number[]) => list.every((x, i) => i === 0 || list[i - 1]! < x);
+
+/** @internal The system one sequence runs against. */
+export class TurnLoopWorld {
+  readonly clock: TestClock = createTestClock();
+  readonly runtime: Runtime;
+  readonly store = createMemoryCheckpointStore();
+  readonly agent: ScriptedAgent<unknown>;
+  readonly generations: Generation[] = [];
+  readonly violations: string[] = [];
+  readonly reported: unknown[] = [];
+  readonly trace: string[] = [];
+  /** Every actor of the runtime and of the loops, to check none is left active at the end. */
+  readonly actors: AnyActorRef[] = [];
+  /** Runs started in the loop's session that are not the loop's (turns wait behind them). */
+  readonly foreign: string[] = [];
+  nextItem = 1;
+
+  constructor(
+    factory: RaceRuntimeFactory,
+    readonly settings: {
+      readonly agentKind: RaceAgentKind;
+      readonly take: number;
+      readonly requeuePreempted: boolean;
+      /** Leave `onAgentEvents` to the loop's default (it only awaits the run's end). */
+      readonly defaultHandler: boolean;
+      readonly schedule: <T>(settlement: Promise<T>, label: string) => Promise<T>;
+    },
+  ) {
+    this.runtime = factory({
+      clock: this.clock,
+      reportError: (error) => this.reported.push(error),
+      inspect: (event) => this.#track(event),
+    });
+    this.agent = createScriptedAgent({
+      onAbort: settings.agentKind === 'honours-signal' ? 'reject' : 'ignore',
+      schedule: settings.schedule,
+    });
+  }
+
+  #track(event: InspectionEvent): void {
+    if (event.type === '@xstate.actor') this.actors.push(event.actorRef as AnyActorRef);
+  }
+
+  /** Feeds the loop's turn steps to the generation's reference model. */
+  #observeTurn(generation: Generation, step: { type: string }): void {
+    const { ledger } = generation;
+    const turn = step as { type: string; turnId?: string; runId?: string; ending?: TurnEnding };
+    if (turn.turnId === undefined) return;
+    if (turn.type === 'turn.started' && turn.runId !== undefined) {
+      generation.runOfTurn.set(turn.turnId, turn.runId);
+      for (const broken of ledger.started(turn.turnId)) this.violation(broken);
+    } else if (turn.type === 'turn.ended' && turn.ending !== undefined) {
+      const runId = generation.runOfTurn.get(turn.turnId) ?? '';
+      const end = {
+        status: turn.ending.status,
+        cancelledBy: turn.ending.cancelledBy,
+        agentRan: this.agent.executed.includes(runId),
+        stopped: generation.stopped,
+      };
+      for (const broken of ledger.ended(turn.turnId, end, this.clock.now())) this.violation(broken);
+    }
+  }
+
+  get current(): Generation {
+    const generation = this.generations.at(-1);
+    if (generation === undefined) throw new Error('no loop yet');
+    return generation;
+  }
+
+  /** The run of the current turn, if its agent is executing. */
+  currentTurnRun(): string | undefined {
+    return this.current.turnRuns.findLast((runId) => this.agent.isExecuting(runId));
+  }
+
+  violation(message: string): void {
+    this.violations.push(message);
+  }
+
+  throwIfViolated(step: string): void {
+    if (this.reported.length > 0) {
+      this.violation(
+        `[no-reported-errors] the runtime reported errors: ${this.reported.map(String).join('; ')}`,
+      );
+      this.reported.length = 0;
+    }
+    if (this.violations.length === 0) return;
+    const message = `after ${step}: ${this.violations.join('\n  ')}\n  steps: ${this.trace.join(', ')}`;
+    this.violations.length = 0;
+    throw new RaceInvariantError(message);
+  }
+
+  /** Starts a new loop on the store (the first one, or after a restart). */
+  async startGeneration(): Promise<void> {
+    const text = await stored(this.store);
+    const checkpoint = text === undefined ? undefined : decode(text);
+    const generation: Generation = {
+      index: this.generations.length + 1,
+      loop: undefined as unknown as TurnLoop<number>,
+      accepted: [],
+      refused: [],
+      carriedIn:
+        checkpoint === undefined ? [] : [...checkpoint.interrupted, ...checkpoint.unhandled],
+      storedAtStart: text,
+      history: [],
+      turnRuns: [],
+      acks: [],
+      ledger: new TurnLoopLedger(this.settings.requeuePreempted),
+      runOfTurn: new Map(),
+      stopped: false,
+      exit: undefined,
+    };
+    for (const item of generation.carriedIn) generation.ledger.accepted(item);
+    const { schedule, take, requeuePreempted, defaultHandler } = this.settings;
+    /** A turn's run started with these items: record them (once per turn). */
+    const turnStarted = (turnId: string, runId: string, consumed: readonly number[]) => {
+      generation.turnRuns.push(runId);
+      for (const item of consumed) generation.history.push({ item, event: 'consumed', turnId });
+    };
+    const loop = createTurnLoop<number>({
+      runtime: this.runtime,
+      ownerId,
+      sessionId,
+      store: this.store,
+      checkpointId,
+      requeuePreempted,
+      inspect: (event) => {
+        this.#track(event);
+        if (event.type === '@xstate.snapshot') {
+          this.#observeTurn(generation, event.event);
+          const { context } = event.snapshot as unknown as { context?: TurnLoopContext };
+          if (context !== undefined && 'buffer' in context) {
+            generation.ledger.observeCurrent(context.turn?.turnId);
+          }
+        }
+        // With the default handler there is no onAgentEvents to see a turn start: read the
+        // loop's own `turn.started` step and the consumed items of its planned turn.
+        if (defaultHandler && event.type === '@xstate.snapshot') {
+          const started = event.event as { type: string; turnId?: string; runId?: string };
+          const { context } = event.snapshot as unknown as { context?: TurnLoopContext };
+          const turn = context?.turn;
+          if (
+            started.type === 'turn.started' &&
+            turn !== undefined &&
+            turn.turnId === started.turnId
+          ) {
+            turnStarted(turn.turnId, started.runId ?? '', (turn.plan?.consumed ?? []) as number[]);
+          }
+        }
+      },
+      genInput: async (items, info) => {
+        // "A turn's agent is cancelled and drained before the next turn starts."
+        for (const runId of generation.turnRuns) {
+          if (this.runtime.runs.find(ownerId, sessionId, runId) !== undefined) {
+            this.violation(
+              `[turn-after-settle] ${info.turnId} was planned while the run ${runId} of an earlier turn had not settled`,
+            );
+          }
+        }
+        // "N pushes in one tick are handled in push order."
+        if (!increasing(items) || !increasing(info.preemptedItems)) {
+          this.violation(
+            `[push-order] ${info.turnId} was offered items out of push order: [${items.join(', ')}], preempted [${info.preemptedItems.join(', ')}]`,
+          );
+        }
+        for (const item of info.preemptedItems) {
+          generation.history.push({ item, event: 'reoffered', turnId: info.turnId });
+        }
+        await schedule(Promise.resolve(), `genInput ${info.turnId}`);
+        const offered = [...info.preemptedItems, ...items];
+        const consumed = offered.slice(0, take);
+        // Multiples of 7 among the rest are dropped (reported in exit.droppedItems).
+        const remaining = offered.slice(take).filter((item) => item % 7 !== 0);
+        const dropped = offered.slice(take).filter((item) => item % 7 === 0);
+        for (const broken of generation.ledger.offered(info.turnId, offered, consumed, dropped)) {
+          this.violation(broken);
+        }
+        return { input: consumed, consumed, remaining };
+      },
+      prepareAgent: async (_consumed, info) => {
+        await schedule(Promise.resolve(), `prepareAgent ${info.turnId}`);
+        return this.agent;
+      },
+      ...(defaultHandler
+        ? {}
+        : {
+            onAgentEvents: async (
+              turn: TurnContext<number>,
+              events: AsyncIterable<RunplaneEvent>,
+            ) => {
+              turnStarted(turn.turnId, turn.runId, turn.consumed);
+              let failed = false;
+              for await (const event of events) failed ||= event.type === 'run.failed';
+              return failed ? new Error('the turn failed') : undefined;
+            },
+          }),
+    });
+    (generation as { loop: TurnLoop<number> }).loop = loop;
+    void loop.wait().then((exit) => (generation.exit = exit));
+    this.generations.push(generation);
+    loop.run();
+    await this.clock.flush();
+  }
+
+  /** Pushes `items` in one tick; records what the loop accepted and refused. */
+  push(items: number[], options: Parameters<TurnLoop<number>['push']>[1]): void {
+    const generation = this.current;
+    for (const item of items) {
+      try {
+        const result = generation.loop.push(item, options);
+        (result.accepted ? generation.accepted : generation.refused).push(item);
+        if (result.accepted) {
+          const aimed = options !== undefined && ('preempt' in options || 'strategy' in options);
+          generation.ledger.accepted(
+            item,
+            aimed ? { at: this.clock.now(), delayMs: options.preemptDelayMs } : undefined,
+          );
+        }
+        if (generation.exit !== undefined && result.accepted) {
+          this.violation(`[no-push-after-exit] push(${item}) was accepted after the loop exited`);
+        }
+        const ack = { item, settled: false };
+        generation.acks.push(ack);
+        void result.ack.then(() => (ack.settled = true));
+      } catch (error) {
+        if (!(error instanceof LateItemsTakenError)) {
+          this.violation(
+            `[push-never-throws] push(${item}) threw ${error instanceof RunplaneError ? error.code : String(error)}`,
+          );
+        }
+      }
+    }
+  }
+
+  /** Drives time (and, through the outer scheduler, settlements) until the loop exited. */
+  async untilExited(generation: Generation, releaseAll?: () => Promise<void>): Promise<void> {
+    for (let round = 0; round < 300 && generation.exit === undefined; round++) {
+      if (releaseAll !== undefined) await releaseAll();
+      await this.clock.flush();
+      if (generation.exit !== undefined) break;
+      const next = this.clock.nextTimerAt;
+      if (next !== undefined) await this.clock.advance(Math.max(0, next - this.clock.now()));
+    }
+    if (generation.exit === undefined) {
+      this.violation(
+        `[stop-exits] loop ${generation.index} never exited after stop({ mode: 'immediate' })`,
+      );
+    }
+  }
+
+  /**
+   * Overwrites the stored checkpoint with truncated or corrupt bytes, starts a loop on them (it
+   * must exit with `CHECKPOINT_CORRUPT` and leave the bytes in place), then puts the checkpoint
+   * back as it was: nothing of it may be lost.
+   *
+   * @returns what it did, for the trace
+   */
+  async probeCorruptCheckpoint(how: 'truncated' | 'corrupt'): Promise<string> {
+    const original = await this.store.load?.({}, checkpointId);
+    if (original === undefined) return 'nothing stored';
+    const bad =
+      how === 'truncated'
+        ? original.base.slice(0, Math.floor(original.base.length / 2))
+        : new TextEncoder().encode('{"version":1,"unhandled":[');
+    await this.store.set({}, checkpointId, bad);
+    const probe = createTurnLoop<number>({
+      runtime: this.runtime,
+      ownerId,
+      sessionId,
+      store: this.store,
+      checkpointId,
+      genInput: (items) => ({ input: items, consumed: items }),
+      prepareAgent: () => this.agent,
+    });
+    probe.run();
+    let exit: TurnLoopExit<number> | undefined;
+    void probe.wait().then((value) => (exit = value));
+    for (let round = 0; round < 50 && exit === undefined; round++) await this.clock.advance(1);
+    const after = await this.store.get({}, checkpointId);
+    if (exit === undefined) {
+      this.violation(`[checkpoint-corrupt-exits] a loop on ${how} bytes never exited (50 ms)`);
+      probe.stop({ mode: 'immediate' });
+    } else if (!(exit.exitReason instanceof CheckpointCorruptError)) {
+      this.violation(
+        `[checkpoint-corrupt-exits] a loop on ${how} bytes exited with ${String(exit.exitReason)}, not CHECKPOINT_CORRUPT`,
+      );
+    }
+    if (after === undefined || after.join() !== bad.join()) {
+      this.violation(`[checkpoint-corrupt-kept] the ${how} checkpoint did not stay in place`);
+    }
+    await this.store.set({}, checkpointId, original.base);
+    for (const patch of original.patches) await this.store.append?.({}, checkpointId, patch);
+    return `${how} bytes: ${exit === undefined ? 'no exit' : String((exit.exitReason as { code?: string } | undefined)?.code)}`;
+  }
+
+  /** Item conservation for one loop, and what it left in the store. */
+  async closeGeneration(generation: Generation): Promise<void> {
+    const exit = generation.exit;
+    if (exit === undefined) return;
+    const late = exit.takeLateItems();
+    if (exit.takeLateItems().length !== 0)
+      this.violation('[late-items-once] takeLateItems() gave items twice');
+    try {
+      generation.loop.push(this.nextItem++);
+      this.violation(
+        '[late-items-once] push() after takeLateItems() did not throw LATE_ITEMS_TAKEN',
+      );
+    } catch (error) {
+      if (!(error instanceof LateItemsTakenError)) {
+        this.violation(
+          `[late-items-once] push() after takeLateItems() threw ${String(error)}, not LATE_ITEMS_TAKEN`,
+        );
+      }
+    }
+    const last = new Map<number, { event: 'reoffered' | 'consumed'; turnId: string }>();
+    for (const entry of generation.history) last.set(entry.item, entry);
+    const owned = [...generation.accepted, ...generation.carriedIn];
+    for (const item of new Set(owned)) {
+      const interrupted = count(exit.interruptedItems, item);
+      const where = {
+        dropped: count(exit.droppedItems, item),
+        unhandled: count(exit.unhandledItems, item),
+        interrupted,
+        consumed: generation.ledger.isConsumed(item) ? 1 : 0,
+      };
+      const total = where.dropped + where.unhandled + where.interrupted + where.consumed;
+      if (total !== count(owned, item)) {
+        this.violation(
+          `[item-ends-once] loop ${generation.index}: item ${item} ended ${total} times (${JSON.stringify(where)}), it was given ${count(owned, item)} time(s)`,
+        );
+      }
+    }
+    for (const item of [
+      ...exit.droppedItems,
+      ...exit.unhandledItems,
+      ...exit.interruptedItems,
+      ...last.keys(),
+    ]) {
+      if (!owned.includes(item))
+        this.violation(
+          `[item-ends-once] loop ${generation.index}: item ${item} appeared from nowhere`,
+        );
+    }
+    if (
+      late.length !== generation.refused.length ||
+      generation.refused.some((item) => count(late, item) !== 1)
+    ) {
+      this.violation(
+        `[late-items-once] loop ${generation.index}: refused [${generation.refused.join(', ')}], late items [${late.join(', ')}]`,
+      );
+    }
+    const open = generation.acks.filter((ack) => !ack.settled);
+    if (open.length > 0) {
+      this.violation(
+        `[acks-resolve] loop ${generation.index}: acks of ${open.map((a) => a.item).join(', ')} never resolved`,
+      );
+    }
+    // What a restart will find: exactly the exit's leftovers if they were saved, else nothing new.
+    const text = await stored(this.store);
+    if (exit.checkpointAttempted && exit.checkpointError === undefined) {
+      const checkpoint = text === undefined ? undefined : decode(text);
+      if (
+        checkpoint === undefined ||
+        checkpoint.unhandled.join() !== exit.unhandledItems.join() ||
+        checkpoint.interrupted.join() !== exit.interruptedItems.join()
+      ) {
+        this.violation(
+          `[checkpoint-holds-exit] loop ${generation.index}: the saved checkpoint does not hold what the exit left`,
+        );
+      }
+    } else if (text !== undefined && text !== generation.storedAtStart) {
+      this.violation(
+        `[checkpoint-holds-exit] loop ${generation.index}: the store changed although no checkpoint was saved`,
+      );
+    }
+  }
+}
