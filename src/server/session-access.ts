@@ -29,6 +29,7 @@
  *
  * @module
  */
+import type { z } from 'zod';
 import type { RunplaneEvent, SessionKey, StoreContext, ReadOptions } from '../events/event-log.js';
 import type {
   BeginIdempotentRequest,
@@ -37,19 +38,15 @@ import type {
 } from '../stores/idempotency-keys.js';
 import type { RunRecord } from '../stores/run-records.js';
 import type { SessionCursor, SessionMode, SessionRecord } from '../stores/session-records.js';
-import type { SessionStrategy, UserEvent } from './schemas.js';
+import type { sessionSettingsSchema, SessionStrategy, UserEvent } from './schemas.js';
 import type { EventResult } from './session-events.js';
 
-/** The settings a session is created or changed with (the body of `POST`/`PATCH`, validated). */
-export interface SessionSettings {
-  /** `runs` or `loop`; only at creation. */
-  readonly mode?: SessionMode | undefined;
-  readonly strategy?: SessionStrategy | undefined;
-  /** In ms. */
-  readonly grace_ms?: number | undefined;
-  /** In ms. */
-  readonly approval_timeout_ms?: number | undefined;
-}
+/**
+ * The settings a session is created or changed with: the body of `POST /api/sessions` and
+ * `PATCH /api/sessions/:id` as `sessionSettingsSchema` (`schemas.ts`) validated it (`mode`,
+ * `strategy`, `grace_ms` and `approval_timeout_ms` in ms, each optional).
+ */
+export type SessionSettings = z.output<typeof sessionSettingsSchema>;
 
 /** A session as the API shows it (`GET /api/sessions/:id`), with its live status. */
 export interface SessionView {
