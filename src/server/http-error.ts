@@ -112,7 +112,53 @@ export class HttpError extends Error {
   toBody(): Record<string, unknown> {
     return { error: { code: this.code, message: this.message, ...this.details }, ...this.extra };
   }
+
+  /**
+   * The error as JSON-safe data, for a command's refusal that travels between instances
+   * (docs/architecture.md, "Cluster on Redis"); {@link HttpError.fromData} reads it back.
+   *
+   * @returns `{ code, message, details, extra }`
+   */
+  toData(): HttpErrorData {
+    return { code: this.code, message: this.message, details: this.details, extra: this.extra };
+  }
+
+  /**
+   * Reads back {@link HttpError.toData}, e.g. after `JSON.parse`: the same status and body.
+   *
+   * @param data - what `toData` gave (any JSON is accepted)
+   * @returns the error; data that is not an error's (an unknown `code`, a missing message) is
+   *   `internal`, never a throw
+   */
+  static fromData(data: unknown): HttpError {
+    const fields = isRecord(data) ? data : {};
+    const { code, message, details, extra } = fields;
+    if (
+      typeof code !== 'string' ||
+      !Object.hasOwn(statusOfCode, code) ||
+      typeof message !== 'string'
+    ) {
+      return new HttpError('internal', 'an internal error occurred');
+    }
+    return new HttpError(
+      code as HttpErrorCode,
+      message,
+      isRecord(details) ? details : {},
+      isRecord(extra) ? extra : {},
+    );
+  }
 }
+
+/** An {@link HttpError} as JSON-safe data ({@link HttpError.toData}). */
+export interface HttpErrorData {
+  readonly code: HttpErrorCode;
+  readonly message: string;
+  readonly details: Readonly<Record<string, unknown>>;
+  readonly extra: Readonly<Record<string, unknown>>;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /**
  * Maps any thrown value to an {@link HttpError}: a `RunplaneError` by its code, anything else

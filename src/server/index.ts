@@ -7,7 +7,9 @@
  *   @hono/node-server; `server.shutdown()` drains gracefully, {@link serveUntilSignal} does so
  *   on SIGTERM/SIGINT.
  * - {@link createServiceApp} is the service as a web-standard `fetch(Request) → Response`
- *   handler (a Hono app): embed it in any runtime, or test it with `app.request(...)`.
+ *   handler (a Hono app): embed it in any runtime, or test it with `app.request(...)`. Its
+ *   routes reach sessions only through a {@link SessionAccess}: commands for the session's one
+ *   writer and reads for any instance (docs/architecture.md, "Event log and HTTP service").
  * - {@link createDemoAgent} is the default agent: the ReAct agent with a calculator and a
  *   clock, on a scripted model that streams at a human pace.
  *
@@ -26,7 +28,7 @@ export {
 } from './demo-agent.js';
 export type { DemoAgentOptions, DemoModelOptions, DemoToolName } from './demo-agent.js';
 export { HttpError, toHttpError } from './http-error.js';
-export type { HttpErrorCode } from './http-error.js';
+export type { HttpErrorCode, HttpErrorData } from './http-error.js';
 export { recoverCrashedRuns } from './recover.js';
 export type { CrashedRun } from './recover.js';
 export { parseServeArgs, runServeCommand, serveUsage } from './serve-command.js';
@@ -35,5 +37,15 @@ export type { OpenAIEndpoint, RunningServer, ServeOptions } from './serve.js';
 export { createServiceApp, toRecordOutcome } from './service-app.js';
 export { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 export type { Service, ServiceOptions } from './service-app.js';
+export type {
+  IdempotencyKeyAccess,
+  SessionAccess,
+  SessionCommand,
+  SessionCommandAnswer,
+  SessionCommandAnswers,
+  SessionEventReads,
+  SessionSettings,
+  SessionView,
+} from './session-access.js';
 export { formatErrorFrame, formatEventFrame, heartbeatFrame, toEventJson } from './sse.js';
 export type { EventJson } from './sse.js';

@@ -3,7 +3,9 @@
  * cursors and SSE, user events in batches, Bearer auth (AgentScope Service's session events
  * API). This module only composes: middleware under `middleware/` (auth, body limits, JSON-only
  * bodies, the stream quota), routes under `routes/` (sessions, events, stream, runs, inspect),
- * and the event rules in `session-events.ts`, which know nothing of HTTP.
+ * which reach sessions only through a `SessionAccess` (`session-access.ts`: commands and
+ * reads), and the rules behind it in `session-commands.ts` and `session-events.ts`, which know
+ * nothing of HTTP.
  *
  * @module
  */
@@ -26,6 +28,8 @@ import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
 import { watchApprovalTimeouts } from './approval-timeouts.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
 import { createLoopSessions, type LoopSessions } from './loop-sessions.js';
+import { createLocalSessionAccess } from './local-session-access.js';
+import type { SessionAccess } from './session-access.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
@@ -118,6 +122,14 @@ export interface ServiceOptions {
   /** Receives unexpected errors (answered as 500 `internal`). @default console.error */
   readonly reportError?: (error: unknown) => void;
   /**
+   * How routes reach sessions: given this process's access (runtime and stores, see
+   * `local-session-access.ts`), returns the one the routes use. A cluster wraps it to route
+   * commands to each session's lease holder and to read from Redis (docs/architecture.md,
+   * "Cluster on Redis"); `session-access.ts` says which calls are commands and which are reads.
+   * @default the local access itself
+   */
+  readonly sessionAccess?: (local: SessionAccess) => SessionAccess;
+  /**
    * The live lifecycle timeline: when given (its `inspect` handed to the runtime), `GET /inspect`
    * serves the timeline viewer and `GET /api/inspect/stream` streams the caller's transitions.
    */
@@ -180,6 +192,11 @@ const serviceOptionsSchema = z.object({
   rateLimit: z.strictObject({ perSecond: positiveInt, burst: positiveInt }).optional(),
   approvalTimeoutMs: positiveInt.optional(),
   loopIdleMs: positiveInt.optional(),
+  sessionAccess: z
+    .custom<(local: SessionAccess) => SessionAccess>((value) => typeof value === 'function', {
+      error: 'a function of the local session access to the one routes use',
+    })
+    .optional(),
   defaultGraceMs: z
     .number({ error: 'a non-negative integer' })
     .int({ error: 'a non-negative integer' })
@@ -228,14 +245,6 @@ export function createServiceApp(options: ServiceOptions): Service {
   const reportError =
     options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
   const streams = createStreamRegistry(maxStreamsPerOwner);
-  const idempotencyKeys = options.idempotencyKeys ?? createMemoryIdempotencyKeys();
-  const idempotent = idempotency({
-    store: idempotencyKeys,
-    clock: runtime.clock,
-    ttlMs: idempotencyKeyTtlMs,
-    lockMs: idempotencyLockMs,
-    maxKeysPerOwner: options.maxIdempotencyKeysPerOwner ?? 10_000,
-  });
   let draining = false;
   const isDraining = () => draining;
   const approvalTimeoutMs = options.approvalTimeoutMs ?? 600_000;
@@ -255,6 +264,32 @@ export function createServiceApp(options: ServiceOptions): Service {
   });
   /** Deleted sessions whose runs are settling, as JSON `[ownerId, sessionId]`. */
   const settling = new Set<string>();
+  const local = createLocalSessionAccess({
+    runtime,
+    agent,
+    runs,
+    sessions,
+    idempotencyKeys: options.idempotencyKeys ?? createMemoryIdempotencyKeys(),
+    defaultGraceMs,
+    maxSessionsPerOwner: options.maxSessionsPerOwner ?? 10_000,
+    defaultApprovalTimeoutMs: approvalTimeoutMs,
+    onSessionDeleted: options.onSessionDeleted ?? (() => {}),
+    settling,
+    loopSessions,
+    maxPendingHints,
+    unfinishedRuns: new OwnerRunCount(options.maxUnfinishedRunsPerOwner ?? 1_000),
+    runTimeoutMs: options.runTimeoutMs,
+    isDraining,
+    reportError,
+  });
+  const access = options.sessionAccess?.(local) ?? local;
+  const idempotent = idempotency({
+    store: access.idempotencyKeys,
+    clock: runtime.clock,
+    ttlMs: idempotencyKeyTtlMs,
+    lockMs: idempotencyLockMs,
+    maxKeysPerOwner: options.maxIdempotencyKeysPerOwner ?? 10_000,
+  });
 
   const app = new Hono<{ Variables: { ownerId: string } }>();
 
@@ -326,43 +361,13 @@ export function createServiceApp(options: ServiceOptions): Service {
     app.use('/api/*', rateLimit(options.rateLimit, runtime.clock));
   app.use('/api/*', bodySizeLimit(maxBodyBytes));
 
-  app.route(
-    '/',
-    sessionRoutes({
-      runtime,
-      sessions,
-      defaultGraceMs,
-      isDraining,
-      idempotent,
-      idempotencyKeys,
-      maxSessionsPerOwner: options.maxSessionsPerOwner ?? 10_000,
-      defaultApprovalTimeoutMs: approvalTimeoutMs,
-      onSessionDeleted: options.onSessionDeleted ?? (() => {}),
-      settling,
-      loopSessions,
-    }),
-  );
-  app.route(
-    '/',
-    eventRoutes({
-      runtime,
-      agent,
-      runs,
-      sessions,
-      maxPendingHints,
-      unfinishedRuns: new OwnerRunCount(options.maxUnfinishedRunsPerOwner ?? 1_000),
-      runTimeoutMs: options.runTimeoutMs,
-      isDraining,
-      reportError,
-      idempotent,
-      loopSessions,
-    }),
-  );
+  app.route('/', sessionRoutes({ access, isDraining, idempotent }));
+  app.route('/', eventRoutes({ access, idempotent }));
   app.route(
     '/',
     streamRoutes({
-      runtime,
-      sessions,
+      access,
+      clock: runtime.clock,
       streams,
       heartbeatMs,
       streamBufferBytes: options.streamBufferBytes,
@@ -372,7 +377,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   if (options.timeline !== undefined) {
     app.route('/', inspectStreamRoutes({ timeline: options.timeline, streams, heartbeatMs }));
   }
-  app.route('/', runRoutes({ runtime, runs, sessions }));
+  app.route('/', runRoutes({ access }));
 
   return {
     app,

@@ -5,7 +5,8 @@
  * @module
  */
 import type { Clock } from '../clock.js';
-import type { EventLog, RunplaneEvent, SessionKey } from '../events/event-log.js';
+import type { RunplaneEvent, SessionKey } from '../events/event-log.js';
+import type { SessionEventReads } from './session-access.js';
 
 /** An event as the HTTP API shows it (snake_case, `run_id` null when none). */
 export interface EventJson {
@@ -72,7 +73,8 @@ const behindFrame = ': behind; reconnect with Last-Event-ID\n\n';
 
 /** Options of {@link createEventStream}. */
 export interface EventStreamOptions {
-  readonly eventLog: EventLog;
+  /** The session's log, read (an `EventLog` will do). */
+  readonly eventLog: Pick<SessionEventReads, 'read' | 'follow'>;
   readonly key: SessionKey;
   /** Exclusive `seq` cursor to resume after. */
   readonly after: number;

@@ -13,6 +13,7 @@ import type { Agent } from '../../src/run/agent.js';
 import { createRuntime } from '../../src/runtime/create-runtime.js';
 import { createTokenAuthenticator } from '../../src/server/auth.js';
 import { createServiceApp } from '../../src/server/service-app.js';
+import type { SessionAccess } from '../../src/server/session-access.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteEventLog } from '../../src/stores/sqlite/event-log.js';
 import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
@@ -49,6 +50,8 @@ export interface TestServiceOptions {
   readonly rateLimit?: { perSecond: number; burst: number };
   readonly approvalTimeoutMs?: number;
   readonly onSessionDeleted?: (key: { ownerId: string; sessionId: string }) => void;
+  /** Wraps the local session access the routes use (`ServiceOptions.sessionAccess`). */
+  readonly sessionAccess?: (local: SessionAccess) => SessionAccess;
   /** Runtime-wide run caps. */
   readonly maxConcurrentRuns?: number;
   readonly maxRunningRunsPerOwner?: number;
@@ -108,6 +111,7 @@ export function createTestService(options: TestServiceOptions = {}) {
     rateLimit: options.rateLimit,
     approvalTimeoutMs: options.approvalTimeoutMs,
     onSessionDeleted: options.onSessionDeleted,
+    sessionAccess: options.sessionAccess,
   });
 
   const request = (

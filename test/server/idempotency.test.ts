@@ -14,6 +14,7 @@ import { SimulatedClock } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
 import { idempotency, requestFingerprint } from '../../src/server/middleware/idempotency.js';
 import { jsonBody } from '../../src/server/middleware/json-body.js';
+import { toIdempotencyKeyAccess } from '../../src/server/local-session-access.js';
 import { startServer, type RunningServer } from '../../src/server/serve.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
@@ -267,7 +268,7 @@ describe('a retry racing its first request', () => {
       '/work',
       jsonBody(),
       idempotency({
-        store: createSqliteIdempotencyKeys({ database }),
+        store: toIdempotencyKeyAccess(createSqliteIdempotencyKeys({ database })),
         clock: new SimulatedClock(),
         ttlMs: 24 * 3_600_000,
         lockMs: 30_000,

@@ -8,13 +8,13 @@
 import { createHash } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { Clock } from '../../clock.js';
-import type { IdempotencyKeys } from '../../stores/idempotency-keys.js';
 import { HttpError } from '../http-error.js';
+import type { IdempotencyKeyAccess } from '../session-access.js';
 
 /** Options of {@link idempotency}. */
 export interface IdempotencyOptions {
-  /** Where keys and first answers are kept. */
-  readonly store: IdempotencyKeys;
+  /** Where keys and first answers are kept (`SessionAccess.idempotencyKeys`). */
+  readonly store: IdempotencyKeyAccess;
   /** The clock of key ages (the runtime's). */
   readonly clock: Clock;
   /** How long a key is kept after its first request, in ms. */
@@ -111,14 +111,15 @@ export function idempotency(
     const ownerId = c.get('ownerId');
     const fingerprint = requestFingerprint(c.req.method, c.req.path, c.get('body'));
     const slot = `${ownerId}\n${key}`;
-    for (;;) {
-      const running = applying.get(slot);
-      if (running !== undefined) {
-        await running;
-        continue;
-      }
+    // One request of this process holds the slot from before its claim (an await) to its end.
+    for (let running = applying.get(slot); running !== undefined; running = applying.get(slot)) {
+      await running;
+    }
+    let settle!: () => void;
+    applying.set(slot, new Promise<void>((resolve) => (settle = resolve)));
+    try {
       const at = clock.now();
-      const claim = store.begin({
+      const claim = await store.begin({
         ownerId,
         key,
         fingerprint,
@@ -127,8 +128,9 @@ export function idempotency(
         lockMs: options.lockMs,
         maxKeysPerOwner: options.maxKeysPerOwner,
       });
-      if (claim.outcome === 'claimed') break;
       switch (claim.outcome) {
+        case 'claimed':
+          break;
         case 'answered':
           return c.body(claim.answer.body, claim.answer.status as 200, {
             'content-type': 'application/json',
@@ -151,21 +153,17 @@ export function idempotency(
             'a request with this Idempotency-Key is still being applied; retry later',
           );
       }
-    }
-    let settle!: () => void;
-    applying.set(slot, new Promise<void>((resolve) => (settle = resolve)));
-    try {
       await next();
       const { status } = c.res;
       const body = await c.res.clone().text();
       if (appliedSomething(status, c.error === undefined, body)) {
-        store.complete(ownerId, key, {
+        await store.complete(ownerId, key, {
           status,
           body,
           sessionId: sessionOf(c.req.param('id'), body),
         });
       } else {
-        store.release(ownerId, key);
+        await store.release(ownerId, key);
       }
     } finally {
       applying.delete(slot);

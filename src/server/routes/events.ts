@@ -1,24 +1,24 @@
 /**
- * Event routes: `POST /api/sessions/:id/events` (a batch of user events, applied by
- * {@link applySessionEvents}) and `GET /api/sessions/:id/events` (a page of the log).
+ * Event routes: `POST /api/sessions/:id/events` (a batch of user events, the command
+ * `session.apply_events`, applied by `applySessionEvents` on the session's holder) and
+ * `GET /api/sessions/:id/events` (a page of the log).
  *
  * @module
  */
 import { Hono } from 'hono';
-import type { SessionRecords } from '../../stores/session-records.js';
 import { findSession } from '../middleware/find-session.js';
 import type { idempotency } from '../middleware/idempotency.js';
 import { jsonBody } from '../middleware/json-body.js';
 import { parseEventBatch, parseEventQuery } from '../schemas.js';
-import { applySessionEvents, type SessionEventsContext } from '../session-events.js';
+import type { SessionAccess } from '../session-access.js';
 import type { ServiceEnv } from '../service-env.js';
 import { toEventJson } from '../sse.js';
 import { eventQueryOf } from './event-query.js';
 
-/** What the event routes need: the session-event rules' context and the sessions. */
-export interface EventRoutesOptions extends SessionEventsContext {
-  /** Where sessions are kept. */
-  readonly sessions: SessionRecords;
+/** What the event routes need. */
+export interface EventRoutesOptions {
+  /** How sessions are reached (`session-access.ts`): a batch is a command, a page a read. */
+  readonly access: SessionAccess;
   /** The `Idempotency-Key` middleware (see `middleware/idempotency.ts`). */
   readonly idempotent: ReturnType<typeof idempotency>;
 }
@@ -30,28 +30,33 @@ export interface EventRoutesOptions extends SessionEventsContext {
  * @returns the routes as a Hono app
  */
 export function eventRoutes(options: EventRoutesOptions): Hono<ServiceEnv> {
-  const eventLog = options.runtime.eventLog;
+  const { access } = options;
+  const eventLog = access.events;
   const app = new Hono<ServiceEnv>();
 
   app.post(
     '/api/sessions/:id/events',
-    findSession(options.sessions),
+    findSession(access),
     jsonBody(),
     options.idempotent,
     // Again, once the body is in: the session may have been deleted (or its settings changed)
-    // while the body was on its way, and a deleted session must never get a new run.
-    findSession(options.sessions),
-    (c) => {
+    // while the body was on its way, and a deleted session must never get a new run (the
+    // command looks it up once more where it is applied).
+    findSession(access),
+    async (c) => {
       const events = parseEventBatch(c.get('body'));
-      return c.json({ results: applySessionEvents(options, c.get('session'), events) });
+      const { ownerId, sessionId } = c.get('session');
+      return c.json(
+        await access.execute({ type: 'session.apply_events', ownerId, sessionId, events }),
+      );
     },
   );
 
-  app.get('/api/sessions/:id/events', findSession(options.sessions), async (c) => {
+  app.get('/api/sessions/:id/events', findSession(access), async (c) => {
     const session = c.get('session');
     const query = parseEventQuery(eventQueryOf(c), true);
     const key = { ownerId: session.ownerId, sessionId: session.sessionId };
-    const lastSeq = eventLog.lastSeq({}, key);
+    const lastSeq = await eventLog.lastSeq({}, key);
     const read = await eventLog.read({}, key, {
       after: query.after,
       limit: query.limit + 1,

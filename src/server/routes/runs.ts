@@ -4,26 +4,22 @@
  * @module
  */
 import { Hono } from 'hono';
-import type { Runtime } from '../../runtime/create-runtime.js';
-import type { RunRecord, RunRecords } from '../../stores/run-records.js';
-import type { SessionRecords } from '../../stores/session-records.js';
+import type { RunRecord } from '../../stores/run-records.js';
 import { HttpError } from '../http-error.js';
 import { maxIdLength } from '../middleware/find-session.js';
+import type { SessionAccess } from '../session-access.js';
 import type { ServiceEnv } from '../service-env.js';
 
 /** What the run route needs. */
 export interface RunRoutesOptions {
-  readonly runtime: Runtime;
-  /** Where runs are recorded. */
-  readonly runs: RunRecords;
-  /** Where sessions are kept: a run of a deleted session is not found. */
-  readonly sessions: SessionRecords;
+  /** How runs are read (`SessionAccess.getRun`: a run of a deleted session is not found). */
+  readonly access: SessionAccess;
 }
 
-const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
+const runJson = (record: RunRecord) => ({
   run_id: record.runId,
   session_id: record.sessionId,
-  status: liveStatus ?? record.status,
+  status: record.status,
   input: record.input,
   outcome: record.outcome ?? null,
   created_at: record.createdAt,
@@ -39,16 +35,16 @@ const runJson = (record: RunRecord, liveStatus: string | undefined) => ({
  * @returns the route as a Hono app
  */
 export function runRoutes(options: RunRoutesOptions): Hono<ServiceEnv> {
-  const { runtime, runs, sessions } = options;
+  const { access } = options;
   const app = new Hono<ServiceEnv>();
-  app.get('/api/runs/:id', (c) => {
+  app.get('/api/runs/:id', async (c) => {
     const runId = c.req.param('id');
-    const found = runId.length <= maxIdLength ? runs.get(c.get('ownerId'), runId) : undefined;
-    if (found === undefined || sessions.get(found.ownerId, found.sessionId) === undefined) {
+    const found =
+      runId.length <= maxIdLength ? await access.getRun(c.get('ownerId'), runId) : undefined;
+    if (found === undefined) {
       throw new HttpError('not_found', `run ${JSON.stringify(runId)} was not found`);
     }
-    const live = runtime.runs.find(found.ownerId, found.sessionId, found.runId);
-    return c.json(runJson(found, live?.status));
+    return c.json(runJson(found));
   });
   return app;
 }

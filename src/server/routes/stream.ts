@@ -6,21 +6,22 @@
  */
 import { Hono } from 'hono';
 import { validator } from 'hono/validator';
-import type { Runtime } from '../../runtime/create-runtime.js';
-import type { SessionRecords } from '../../stores/session-records.js';
+import type { Clock } from '../../clock.js';
 import { HttpError } from '../http-error.js';
 import { findSession } from '../middleware/find-session.js';
 import { streamQuota, type StreamRegistry } from '../middleware/stream-quota.js';
 import { parseEventQuery, parseSeq } from '../schemas.js';
+import type { SessionAccess } from '../session-access.js';
 import type { ServiceEnv } from '../service-env.js';
 import { createEventStream } from '../sse.js';
 import { eventQueryOf } from './event-query.js';
 
 /** What the stream route needs. */
 export interface StreamRoutesOptions {
-  readonly runtime: Runtime;
-  /** Where sessions are kept. */
-  readonly sessions: SessionRecords;
+  /** How sessions and their logs are read (`session-access.ts`). */
+  readonly access: SessionAccess;
+  /** The clock the heartbeat runs on (the runtime's). */
+  readonly clock: Clock;
   /** Every open stream, counted per owner. */
   readonly streams: StreamRegistry;
   /** Interval of SSE heartbeat comments, in ms (on the runtime clock). */
@@ -45,12 +46,12 @@ const sseHeaders = {
  * @returns the route as a Hono app
  */
 export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
-  const { runtime, heartbeatMs, streamBufferBytes, reportError } = options;
+  const { access, clock, heartbeatMs, streamBufferBytes, reportError } = options;
   const app = new Hono<ServiceEnv>();
 
   app.get(
     '/api/sessions/:id/events/stream',
-    findSession(options.sessions),
+    findSession(access),
     validator('query', (_query, c) => {
       const query = parseEventQuery(eventQueryOf(c), false);
       const lastEventIdText = c.req.header('last-event-id');
@@ -73,11 +74,11 @@ export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
       const { after, types } = c.req.valid('query');
       const lease = c.get('stream');
       const body = createEventStream({
-        eventLog: runtime.eventLog,
+        eventLog: access.events,
         key: { ownerId: session.ownerId, sessionId: session.sessionId },
         after,
         types,
-        clock: runtime.clock,
+        clock,
         heartbeatMs,
         maxBufferedBytes: streamBufferBytes,
         signal: lease.signal,
