@@ -28,9 +28,20 @@ import { guardInspect } from '../guard-inspect.js';
 import { inspectorOf } from '../runtime/runtime-inspector.js';
 import { parseOptions } from '../validation.js';
 import { bindTurn } from './bind-turn.js';
-import { jsonCheckpointCodec, type Checkpoint } from './checkpoint.js';
-import { createCheckpointKeeper, type CheckpointKeeper } from './checkpoint-keeper.js';
-import { durableSnapshot, itemsInHand, liveSaveInput, toCheckpoint } from './loop-checkpoint.js';
+import { jsonCheckpointCodec } from './checkpoint.js';
+import {
+  createCheckpointKeeper,
+  type CheckpointDraft,
+  type CheckpointKeeper,
+} from './checkpoint-keeper.js';
+import { viewOf } from './item-view.js';
+import {
+  durableSnapshot,
+  itemsInHand,
+  liveSaveInput,
+  toCheckpoint,
+  type SaveDraftInput,
+} from './loop-checkpoint.js';
 import {
   configSchema,
   pushSchema,
@@ -157,8 +168,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
         });
 
   /** Saves the loop as `input` says, with its snapshot as it is now. */
-  const saveNow = (input: SaveCheckpointInput): Promise<void> => {
-    let checkpoint: Checkpoint;
+  const saveNow = (input: SaveDraftInput): Promise<void> => {
+    let checkpoint: CheckpointDraft;
     try {
       // Inside the try: a snapshot that cannot be persisted is an encode failure.
       checkpoint = toCheckpoint(input, durableSnapshot(machine, actor.getSnapshot()), clock.now());
@@ -206,7 +217,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
         };
       }),
       turn: turns.logic,
-      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(({ input }) => saveNow(input)),
+      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(({ input }) =>
+        saveNow({ ...input, unhandled: viewOf([input.unhandled]) }),
+      ),
       deleteCheckpoint: fromPromise<void>(() => (keeper as CheckpointKeeper).delete()),
       timer: fromCallback<EventObject, LoopTimerInput>(({ input, sendBack }) => {
         const handle = clock.setTimeout(
