@@ -54,7 +54,7 @@ const patchRecordSchema = z.object({
 export type CheckpointDraft = Omit<Checkpoint, 'unhandled'> & { readonly unhandled: ItemView };
 
 /** The checkpoint a draft stands for (its unhandled items copied out, O(items)). @internal */
-export const toWholeCheckpoint = (draft: CheckpointDraft): Checkpoint => ({
+const toWholeCheckpoint = (draft: CheckpointDraft): Checkpoint => ({
   ...draft,
   unhandled: flattenView(draft.unhandled),
 });

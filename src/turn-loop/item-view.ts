@@ -45,13 +45,6 @@ export function flattenView(view: ItemView): unknown[] {
   return items;
 }
 
-/** The number of items in a view. @internal */
-export function viewLength(view: ItemView): number {
-  let length = 0;
-  for (const part of view) length += part.length;
-  return length;
-}
-
 /**
  * The items `after` holds beyond `before`, when `after` is `before` with items appended (its
  * parts the same arrays, the last of `before` grown, and maybe new parts after it); else

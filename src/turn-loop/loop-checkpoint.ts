@@ -36,10 +36,8 @@ const pendingResume = (context: TurnLoopContext): ResumeState | undefined =>
  * The unhandled items of a live loop as a view of the arrays that hold them (O(1) in the items:
  * nothing is copied): a pending resume's unhandled items, a planning turn's taken items, the
  * re-offered preempted items, then the buffer.
- *
- * @internal
  */
-export function unhandledView(context: TurnLoopContext): ItemView {
+function unhandledView(context: TurnLoopContext): ItemView {
   const turn = context.turn;
   const unplanned = turn?.plan === undefined;
   return viewOf([
