@@ -9,7 +9,8 @@
  *   loop hears `turn.started`, with the plan and the run id, in the same step. While `running`,
  *   the run executes (`followRun` answers `run.settled`) and onAgentEvents reads its events
  *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for onAgentEvents once the run has
- *   settled. A handler that returns while its run executes cancels the run. `suspended` is
+ *   settled. Without onAgentEvents (guard `readsEvents`) no handler is spawned: `run.settled`
+ *   carries the default handler's answer and the turn ends in that step. A handler that returns while its run executes cancels the run. `suspended` is
  *   `handling` for a run whose agent ended it with `ctx.suspend(request)` (Eino's business
  *   interrupt) before any cancel landed: the agent ended the turn, asking for outside input.
  *   Then `turn.ended`.
@@ -68,7 +69,11 @@ export type TurnEvent =
   | { type: 'turn.planned'; plan: TurnPlan }
   /** genInput, genResume or prepareAgent threw. */
   | { type: 'turn.plan_failed'; error: unknown }
-  | { type: 'run.settled'; settlement: RunSettlement }
+  /**
+   * The run settled. `handled` is set when no onAgentEvents reads the run's events: the default
+   * handler's answer, known from the settlement, so the turn ends in this one step.
+   */
+  | { type: 'run.settled'; settlement: RunSettlement; handled?: HandlerResult }
   | { type: 'handler.returned'; result: HandlerResult };
 
 /** The cancel a handler that returned early sends its still running run. */
@@ -121,9 +126,11 @@ const turnSetup = setup({
       if (event.type !== 'turn.cancel') return {};
       return { lastCancel: { by: event.by, contributed: true, reason: event.request.reason } };
     }),
-    recordSettlement: assign(({ event }) =>
-      event.type === 'run.settled' ? { settlement: event.settlement } : {},
-    ),
+    recordSettlement: assign(({ event }) => {
+      if (event.type !== 'run.settled') return {};
+      const { settlement, handled } = event;
+      return handled === undefined ? { settlement } : { settlement, handled };
+    }),
     /** Placeholder: aborts the turn's `preempted` signal. */
     signalPreempted: (_, _reason: string | undefined) => undefined,
     /** Placeholder: aborts the turn's `stopped` signal. */
@@ -132,6 +139,11 @@ const turnSetup = setup({
     forgetTurn: (_, _turnId: string) => undefined,
   },
   guards: {
+    /**
+     * Placeholder: onAgentEvents reads the run's events (a `handler` child runs it); without it
+     * the run's `run.settled` carries the default handler's answer.
+     */
+    readsEvents: () => true,
     consumedNothing: ({ event }) =>
       event.type === 'turn.planned' && event.plan.consumed.length === 0,
     startFailed: ({ context }) => context.runId === undefined,
@@ -252,12 +264,13 @@ export const turnMachine = turnSetup
                     runId: context.runId as string,
                     plan: context.plan as TurnPlan,
                   })),
-                  enqueueActions(({ context, enqueue }) =>
+                  enqueueActions(({ context, enqueue, check }) => {
+                    if (!check('readsEvents')) return;
                     enqueue.spawnChild('handleEvents', {
                       id: 'handler',
                       input: { turnId: context.input.turnId, runId: context.runId as string },
-                    }),
-                  ),
+                    });
+                  }),
                 ],
               },
             ],

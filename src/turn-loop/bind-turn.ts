@@ -21,6 +21,7 @@ import { telemetryOf } from '../observability/runtime-telemetry.js';
 import { TurnSpans } from '../observability/turn-spans.js';
 import type { Agent } from '../run/agent.js';
 import { executorOf, type AgentRun } from '../run/agent-run.js';
+import type { RunOutcome } from '../run/run-outcome.js';
 import { partitionItems } from './partition-items.js';
 import type { TurnContext, TurnLoopConfig } from './turn-loop-types.js';
 
@@ -65,6 +66,24 @@ const cancelNow = (run: AgentRun<unknown>, reason: string) =>
 
 const isFunction = (value: unknown): boolean => typeof value === 'function';
 
+/** A value now, or a promise of it. */
+type Settling<T> = T | Promise<T>;
+
+const isPromise = <T>(value: Settling<T>): value is Promise<T> => value instanceof Promise;
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') &&
+  value !== null &&
+  isFunction((value as { then?: unknown }).then);
+
+/**
+ * `next(value)` now when `value` is not a thenable, else once it resolves: a user callback
+ * that answers synchronously costs no microtask hop.
+ */
+function andThen<T, R>(value: T | PromiseLike<T>, next: (settled: T) => Settling<R>): Settling<R> {
+  return isThenable(value) ? Promise.resolve(value).then(next) : next(value);
+}
+
 /**
  * Binds the turn machine to `config`.
  *
@@ -103,31 +122,33 @@ export function bindTurn<TItem, TInput>(
   const runOf = ({ turnId, runId }: { turnId: string; runId: string }) =>
     hosts.get(turnId)?.run ?? runtime.runs.find(ownerId, sessionId, runId);
 
-  /** genInput or genResume, its answer checked against the offered items. */
-  const generate = async (input: TurnInput, planning: LazyAbortController): Promise<TurnPlan> => {
+  /** genInput or genResume, its answer checked against the offered items (at once if it is not a promise). */
+  const generate = (input: TurnInput, planning: LazyAbortController): Settling<TurnPlan> => {
     const { turnId } = input;
     if (input.kind === 'input') {
-      const answer = await config.genInput(input.items as TItem[], {
+      const answer = config.genInput(input.items as TItem[], {
         turnId,
         preemptedItems: input.preemptedItems as TItem[],
         get signal() {
           return planning.signal;
         },
       });
-      return partitionItems(answer, [...input.preemptedItems, ...input.items], 'genInput');
+      return andThen(answer, (settled) =>
+        partitionItems(settled, [...input.preemptedItems, ...input.items], 'genInput'),
+      );
     }
     const offered = [...input.interrupted, ...input.unhandled, ...input.newItems];
     if (config.genResume === undefined) {
-      const answer = await config.genInput(offered as TItem[], {
+      const answer = config.genInput(offered as TItem[], {
         turnId,
         preemptedItems: [],
         get signal() {
           return planning.signal;
         },
       });
-      return partitionItems(answer, offered, 'genInput');
+      return andThen(answer, (settled) => partitionItems(settled, offered, 'genInput'));
     }
-    const answer = await config.genResume({
+    const answer = config.genResume({
       turnId,
       interrupted: input.interrupted as TItem[],
       unhandled: input.unhandled as TItem[],
@@ -138,36 +159,59 @@ export function bindTurn<TItem, TInput>(
         return planning.signal;
       },
     });
-    return partitionItems(answer, offered, 'genResume');
+    return andThen(answer, (settled) => partitionItems(settled, offered, 'genResume'));
   };
 
-  /** prepareAgent(consumed), its answer checked. */
-  const prepare = async (
+  /** prepareAgent(consumed), its answer checked (at once if it is not a promise). */
+  const prepare = (
     input: TurnInput,
     consumed: readonly unknown[],
     planning: LazyAbortController,
-  ): Promise<Agent<unknown, unknown>> => {
-    const agent: unknown = await config.prepareAgent(consumed as TItem[], {
+  ): Settling<Agent<unknown, unknown>> => {
+    const answer = config.prepareAgent(consumed as TItem[], {
       turnId: input.turnId,
       resume: input.kind === 'resume',
       get signal() {
         return planning.signal;
       },
     });
-    if (
-      typeof agent !== 'object' ||
-      agent === null ||
-      !isFunction((agent as { execute?: unknown }).execute)
-    ) {
-      throw new InvalidArgumentError(
-        'prepareAgent()',
-        'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
-      );
-    }
-    return agent as Agent<unknown, unknown>;
+    return andThen(answer as unknown, (agent) => {
+      if (
+        typeof agent !== 'object' ||
+        agent === null ||
+        !isFunction((agent as { execute?: unknown }).execute)
+      ) {
+        throw new InvalidArgumentError(
+          'prepareAgent()',
+          'expected `prepareAgent()` to return an agent with an execute(input, ctx) method',
+        );
+      }
+      return agent as Agent<unknown, unknown>;
+    });
   };
 
-  /** onAgentEvents over the run's events (or the default: the run's error); `undefined` if the loop left. */
+  /** A handler's answer: its error, and whether that is the run's cancellation or suspension. */
+  const handlerResult = (error: unknown, run: AgentRun<unknown>): HandlerResult => ({
+    error,
+    isCancellation: error !== undefined && isCancellation(error),
+    // The run's own suspension, as its agent threw it (or the default handler read it).
+    isSuspension: error instanceof RunSuspendedError && error.runId === run.id,
+  });
+
+  /**
+   * The default handler's answer, read from the run's outcome: the run's error. Events nobody
+   * reads are not followed (draining them cost a log follower per turn).
+   */
+  const defaultHandled = (run: AgentRun<unknown>, outcome: RunOutcome<unknown>): HandlerResult =>
+    handlerResult(
+      // An agent may throw anything; a nullish throw must still end the loop as a failure.
+      outcome.status === 'FAILED'
+        ? (outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`))
+        : undefined,
+      run,
+    );
+
+  /** onAgentEvents over the run's events; `undefined` if the loop left. */
   const handle = async (
     input: { turnId: string; runId: string },
     live: () => boolean,
@@ -180,27 +224,13 @@ export function bindTurn<TItem, TInput>(
       const context = hosts.get(input.turnId)?.context;
       // The loop left the turn meanwhile (code run by the run's start stopped it).
       if (!live() || context === undefined) return undefined;
-      if (config.onAgentEvents !== undefined) {
-        error = (await config.onAgentEvents(context, run.events())) ?? undefined;
-      } else {
-        // The default handler: the run's error is taken from its outcome, and events nobody
-        // reads are not followed (draining them cost a log follower per turn).
-        const outcome = await run.termination;
-        // An agent may throw anything; a nullish throw must still end the loop as a failure.
-        if (outcome.status === 'FAILED') {
-          error = outcome.error ?? new Error(`the turn's agent threw ${String(outcome.error)}`);
-        }
-      }
+      error = (await config.onAgentEvents?.(context, run.events())) ?? undefined;
     } catch (thrown) {
       error = thrown ?? new Error('onAgentEvents threw a nullish value');
     }
-    return {
-      error,
-      isCancellation: error !== undefined && isCancellation(error),
-      // The run's own suspension, as its agent threw it (or the default handler read it).
-      isSuspension: error instanceof RunSuspendedError && error.runId === run.id,
-    };
+    return handlerResult(error, run);
   };
+  const readsEvents = config.onAgentEvents !== undefined;
 
   const logic = turnMachine.provide({
     actors: {
@@ -211,26 +241,30 @@ export function bindTurn<TItem, TInput>(
         spans.begin(input.turnId);
         const planning = new LazyAbortController();
         let live = true;
-        const plan = async (): Promise<TurnPlan | undefined> => {
-          await resolved;
-          if (!live) return undefined;
-          const planned = await generate(input, planning);
-          if (!live) return undefined;
-          if (planned.consumed.length > 0) {
-            hostOf(input.turnId).agent = await prepare(input, planned.consumed, planning);
-          }
-          return planned;
+        const fail = (error: unknown) => {
+          live = false;
+          sendBack({ type: 'turn.plan_failed', error });
         };
-        void plan().then(
-          (planned) => {
-            live = false;
-            if (planned !== undefined) sendBack({ type: 'turn.planned', plan: planned });
-          },
-          (error: unknown) => {
-            live = false;
-            sendBack({ type: 'turn.plan_failed', error });
-          },
-        );
+        const planned = (plan: TurnPlan) => {
+          live = false;
+          sendBack({ type: 'turn.planned', plan });
+        };
+        // One microtask after the step, then as many more as the user's callbacks take: a
+        // callback that answers at once costs no hop of its own.
+        const plan = () => {
+          if (!live) return;
+          const settling = andThen(generate(input, planning), (plan) => {
+            if (!live) return undefined;
+            if (plan.consumed.length === 0) return planned(plan);
+            return andThen(prepare(input, plan.consumed, planning), (agent) => {
+              if (!live) return;
+              hostOf(input.turnId).agent = agent;
+              planned(plan);
+            });
+          });
+          if (isPromise(settling)) settling.catch(fail);
+        };
+        void resolved.then(plan).catch(fail);
         return () => {
           if (!live) return;
           live = false;
@@ -259,7 +293,11 @@ export function bindTurn<TItem, TInput>(
               agentStarted: run.agentStarted,
               suspension: run.suspension,
             };
-            sendBack({ type: 'run.settled', settlement });
+            sendBack({
+              type: 'run.settled',
+              settlement,
+              ...(readsEvents ? {} : { handled: defaultHandled(run, outcome) }),
+            });
           });
           // A loop that leaves the turn (it stopped or failed) does not leave the run behind.
           return () => {
@@ -269,6 +307,7 @@ export function bindTurn<TItem, TInput>(
       ),
       handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(
         ({ input, sendBack }) => {
+          if (!readsEvents) return undefined; // never spawned: see the guard `readsEvents`
           let live = true;
           void handle(input, () => live).then((result) => {
             if (result !== undefined) sendBack({ type: 'handler.returned', result });
@@ -278,6 +317,9 @@ export function bindTurn<TItem, TInput>(
           };
         },
       ),
+    },
+    guards: {
+      readsEvents: () => readsEvents,
     },
     actions: {
       startRun: assign(({ context }) => {

@@ -66,9 +66,16 @@ export function fromImage(image: CheckpointImage): Checkpoint {
 }
 
 /**
- * How the new list is the old one edited at its ends: `drop` items left the front, then
- * `prepend` new items went in front and the rest (after the kept middle) was appended.
+ * How a new item list is the old one edited at its ends: `drop` items left the front, `front`
+ * went in before the kept middle and `appended` after it. @internal
  */
+export interface ItemEdit {
+  readonly drop: number;
+  readonly front: readonly unknown[];
+  readonly appended: readonly unknown[];
+}
+
+/** An alignment of `after` on `before`: `drop` items left the front, `prepend` came in front. */
 interface Alignment {
   readonly drop: number;
   readonly prepend: number;
@@ -82,18 +89,32 @@ const keeps = (before: readonly unknown[], after: readonly unknown[], a: Alignme
 };
 
 /**
- * Finds how `after` keeps a contiguous tail of `before` (items compared by identity): the front
- * taken by a turn (`drop`), or items put back in front (`prepend`). `undefined` when the two
- * share no such middle (the save is then a whole one).
+ * Finds how `after` keeps a contiguous tail of `before` (items compared by identity, O(items)):
+ * the front taken by a turn (`drop`), or items put back in front (`front`). `undefined` when
+ * the two share no such middle, or when nothing of a non-empty `before` is kept and more than a
+ * chunk is new (a whole save is then as small).
+ *
+ * @internal
  */
-function align(before: readonly unknown[], after: readonly unknown[]): Alignment | undefined {
-  if (before.length === 0) return { drop: 0, prepend: 0 };
+export function alignItems(
+  before: readonly unknown[],
+  after: readonly unknown[],
+): ItemEdit | undefined {
   const candidates: Alignment[] = [
     { drop: 0, prepend: 0 },
     { drop: after.length === 0 ? before.length : before.indexOf(after[0]), prepend: 0 },
     { drop: 0, prepend: after.indexOf(before[0]) },
   ];
-  return candidates.find((candidate) => keeps(before, after, candidate));
+  const found =
+    before.length === 0 ? candidates[0] : candidates.find((c) => keeps(before, after, c));
+  if (found === undefined) return undefined;
+  const keepsNothing = before.length > 0 && found.drop === before.length;
+  if (keepsNothing && after.length > chunkSize) return undefined;
+  return {
+    drop: found.drop,
+    front: after.slice(0, found.prepend),
+    appended: after.slice(found.prepend + before.length - found.drop),
+  };
 }
 
 /** Whether two item lists hold the same items (by identity), in order. */
@@ -129,9 +150,40 @@ function assignChanged(
   }
 }
 
+/** A checkpoint without its unhandled items: what {@link editImage} writes besides them. @internal */
+export type CheckpointEnvelope = Omit<Checkpoint, 'unhandled'>;
+
+/**
+ * The next image and the immer patches from `image` to it: the envelope's changed fields, and
+ * the unhandled items edited as `edit` says. O(changed fields + edited items + chunks).
+ *
+ * @internal
+ */
+export function editImage(
+  image: CheckpointImage,
+  envelope: CheckpointEnvelope,
+  edit: ItemEdit,
+): { image: CheckpointImage; patches: Patch[] } {
+  const [next, patches] = immer.produceWithPatches(image, (draft) => {
+    const target = draft as unknown as Record<string, unknown>;
+    for (const key of envelopeKeys) {
+      const value = envelope[key];
+      if (value === image[key]) continue;
+      if (value === undefined) delete target[key];
+      else target[key] = value;
+    }
+    assignChanged(target.loop as Record<string, unknown>, image.loop, envelope.loop);
+    if (!sameItems(image.interrupted, envelope.interrupted)) {
+      target.interrupted = envelope.interrupted;
+    }
+    editChunks(image.unhandled, draft.unhandled, edit);
+  });
+  return { image: next, patches };
+}
+
 /**
  * The next image and the immer patches from `image` to it, or `undefined` when the unhandled
- * items changed too much to be worth a patch (nothing of the old list is kept in the middle).
+ * items changed too much to be worth a patch (see {@link alignItems}).
  *
  * @internal
  */
@@ -140,26 +192,8 @@ export function nextImage(
   checkpoint: Checkpoint,
   before: readonly unknown[] = flattenItems(image.unhandled),
 ): { image: CheckpointImage; patches: Patch[] } | undefined {
-  const after = checkpoint.unhandled;
-  const alignment = align(before, after);
-  // Nothing of the old list kept, and more than a chunk new: a whole save is as small.
-  const keepsNothing = before.length > 0 && alignment?.drop === before.length;
-  if (alignment === undefined || (keepsNothing && after.length > chunkSize)) return undefined;
-  const [next, patches] = immer.produceWithPatches(image, (draft) => {
-    const target = draft as unknown as Record<string, unknown>;
-    for (const key of envelopeKeys) {
-      const value = checkpoint[key];
-      if (value === image[key]) continue;
-      if (value === undefined) delete target[key];
-      else target[key] = value;
-    }
-    assignChanged(target.loop as Record<string, unknown>, image.loop, checkpoint.loop);
-    if (!sameItems(image.interrupted, checkpoint.interrupted)) {
-      target.interrupted = checkpoint.interrupted;
-    }
-    editChunks(image.unhandled, draft.unhandled, before, after, alignment);
-  });
-  return { image: next, patches };
+  const edit = alignItems(before, checkpoint.unhandled);
+  return edit === undefined ? undefined : editImage(image, checkpoint, edit);
 }
 
 /** The draft of an {@link ItemChunks}, writable. */
@@ -169,13 +203,11 @@ interface DraftChunks {
   chunks: Record<string, unknown[]>;
 }
 
-/** Applies an alignment to the draft of a chunked list, reading the old chunks from `base`. */
+/** Applies an edit to the draft of a chunked list, reading the old chunks from `base`. */
 function editChunks(
   base: ItemChunks,
   draft: DraftChunks,
-  before: readonly unknown[],
-  after: readonly unknown[],
-  { drop, prepend }: Alignment,
+  { drop, front, appended }: ItemEdit,
 ): void {
   let { first, next } = base;
   // The front taken: whole chunks are deleted, at most one is rewritten.
@@ -191,18 +223,20 @@ function editChunks(
     }
   }
   // Items put back in front: new chunks before the first.
-  for (let end = prepend; end > 0; end -= chunkSize) {
-    draft.chunks[--first] = after.slice(Math.max(0, end - chunkSize), end);
+  for (let end = front.length; end > 0; end -= chunkSize) {
+    draft.chunks[--first] = front.slice(Math.max(0, end - chunkSize), end);
   }
   // Items appended: the last chunk is filled, then new chunks.
-  let at = prepend + before.length - drop;
+  let at = 0;
   const last = next > first ? draft.chunks[next - 1] : undefined;
-  if (at < after.length && last !== undefined && last.length < chunkSize) {
+  if (at < appended.length && last !== undefined && last.length < chunkSize) {
     const room = chunkSize - last.length;
-    for (const item of after.slice(at, at + room)) last.push(item);
+    for (const item of appended.slice(at, at + room)) last.push(item);
     at += room;
   }
-  for (; at < after.length; at += chunkSize) draft.chunks[next++] = after.slice(at, at + chunkSize);
+  for (; at < appended.length; at += chunkSize) {
+    draft.chunks[next++] = appended.slice(at, at + chunkSize);
+  }
   if (first !== base.first) draft.first = first;
   if (next !== base.next) draft.next = next;
 }

@@ -4,7 +4,9 @@
  *
  * @remarks With a store that has `append` and `load` and the default codec, a save after the
  * first is the immer patches from the stored image to the new checkpoint (`checkpoint-image.ts`),
- * appended as one record; the chain is compacted into a whole save after
+ * appended as one record. A save is given its unhandled items as a view (`item-view.ts`): when
+ * only pushes happened since the last save, its patch is found in O(pushes), without reading the
+ * items held; otherwise the two lists are aligned by identity, O(items); the chain is compacted into a whole save after
  * `compactAfterPatches` records, or once its patches outweigh the base. Any other store (or a
  * custom codec) gets whole saves. A load replays the chain; a corrupt or truncated patch is a
  * `CheckpointCorruptError`. Store calls are queued, so a live save and the exit's save or
@@ -24,12 +26,14 @@ import {
   type CheckpointCodec,
 } from './checkpoint.js';
 import {
+  alignItems,
   applyImagePatches,
+  editImage,
   fromImage,
-  nextImage,
   toImage,
   type CheckpointImage,
 } from './checkpoint-image.js';
+import { appendedSince, flattenView, type ItemView } from './item-view.js';
 
 /** The `format` of a patch record. */
 const patchFormat = 'runplane.checkpoint-patch';
@@ -46,12 +50,21 @@ const patchRecordSchema = z.object({
   ),
 });
 
+/** A checkpoint to save, its unhandled items as a view of the loop's arrays. @internal */
+export type CheckpointDraft = Omit<Checkpoint, 'unhandled'> & { readonly unhandled: ItemView };
+
+/** The checkpoint a draft stands for (its unhandled items copied out, O(items)). @internal */
+const toWholeCheckpoint = (draft: CheckpointDraft): Checkpoint => ({
+  ...draft,
+  unhandled: flattenView(draft.unhandled),
+});
+
 /** Reads and writes one loop's checkpoint. @internal */
 export interface CheckpointKeeper {
   /** @throws StoreFailedError, CheckpointCorruptError */
   load(): Promise<Checkpoint | undefined>;
   /** @throws StoreFailedError (`encode` when the checkpoint is not JSON data for the codec) */
-  save(checkpoint: Checkpoint): Promise<void>;
+  save(draft: CheckpointDraft): Promise<void>;
   /** @throws StoreFailedError */
   delete(): Promise<void>;
 }
@@ -70,8 +83,8 @@ export interface CheckpointKeeperOptions {
 /** The stored chain this keeper wrote: its image, and how many patch bytes are on its base. */
 interface Chain {
   readonly image: CheckpointImage;
-  /** The image's unhandled items, flat (the list the last save was given; never changed). */
-  readonly items: readonly unknown[];
+  /** The image's unhandled items: the view the last save was given. */
+  readonly items: ItemView;
   readonly records: number;
   readonly patchBytes: number;
   readonly baseBytes: number;
@@ -139,10 +152,16 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
   };
 
   /** Appends the patches to the stored chain; false when a whole save is due instead. */
-  const tryAppend = async (current: Chain, checkpoint: Checkpoint): Promise<boolean> => {
+  const tryAppend = async (current: Chain, draft: CheckpointDraft): Promise<boolean> => {
     if (current.records >= compactAfterPatches) return false;
-    const next = nextImage(current.image, checkpoint, current.items);
-    if (next === undefined) return false;
+    // Only pushes since the last save: the new items, without reading the ones held.
+    const appended = appendedSince(current.items, draft.unhandled);
+    const edit =
+      appended === undefined
+        ? alignItems(flattenView(current.items), flattenView(draft.unhandled))
+        : { drop: 0, front: [], appended };
+    if (edit === undefined) return false;
+    const next = editImage(current.image, draft, edit);
     const record = { format: patchFormat, version: 1, patches: next.patches };
     const data = encodeWith(() => encoder.encode(JSON.stringify(record, strictJsonValue)));
     if (current.patchBytes + data.length > current.baseBytes) return false;
@@ -151,21 +170,22 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
     chain = {
       ...current,
       image: next.image,
-      items: checkpoint.unhandled,
+      items: draft.unhandled,
       records: current.records + 1,
       patchBytes: current.patchBytes + data.length,
     };
     return true;
   };
 
-  const saveWhole = async (checkpoint: Checkpoint): Promise<void> => {
+  const saveWhole = async (draft: CheckpointDraft): Promise<void> => {
     chain = undefined;
+    const checkpoint = toWholeCheckpoint(draft);
     const data = encodeWith(() => codec.encode(checkpoint));
     await call('set', () => store.set(ctx, checkpointId, data));
     if (incremental) {
       chain = {
         image: toImage(checkpoint),
-        items: checkpoint.unhandled,
+        items: draft.unhandled,
         records: 0,
         patchBytes: 0,
         baseBytes: data.length,
@@ -204,10 +224,10 @@ export function createCheckpointKeeper(options: CheckpointKeeperOptions): Checkp
         const data = await call('get', () => store.get(ctx, checkpointId));
         return data === undefined ? undefined : decodeCheckpoint(codec, data, checkpointId);
       }),
-    save: (checkpoint) =>
+    save: (draft) =>
       queued(async () => {
-        if (chain !== undefined && (await tryAppend(chain, checkpoint))) return;
-        await saveWhole(checkpoint);
+        if (chain !== undefined && (await tryAppend(chain, draft))) return;
+        await saveWhole(draft);
       }),
     delete: () =>
       queued(async () => {

@@ -28,9 +28,20 @@ import { guardInspect } from '../guard-inspect.js';
 import { inspectorOf } from '../runtime/runtime-inspector.js';
 import { parseOptions } from '../validation.js';
 import { bindTurn } from './bind-turn.js';
-import { jsonCheckpointCodec, type Checkpoint } from './checkpoint.js';
-import { createCheckpointKeeper, type CheckpointKeeper } from './checkpoint-keeper.js';
-import { durableSnapshot, itemsInHand, liveSaveInput, toCheckpoint } from './loop-checkpoint.js';
+import { jsonCheckpointCodec } from './checkpoint.js';
+import {
+  createCheckpointKeeper,
+  type CheckpointDraft,
+  type CheckpointKeeper,
+} from './checkpoint-keeper.js';
+import { viewOf } from './item-view.js';
+import {
+  durableSnapshot,
+  itemsInHand,
+  liveSaveInput,
+  toCheckpoint,
+  type SaveDraftInput,
+} from './loop-checkpoint.js';
 import {
   configSchema,
   pushSchema,
@@ -52,6 +63,8 @@ import type {
 } from './turn-loop-types.js';
 
 const resolved: Promise<void> = Promise.resolve();
+/** What every accepted plain push answers (one object: a push allocates nothing of its own). */
+const acceptedPlain: PushResult = Object.freeze({ accepted: true, ack: resolved });
 /** Numbers the loops without a checkpointId, for inspectors. */
 let loopCount = 0;
 
@@ -157,8 +170,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
         });
 
   /** Saves the loop as `input` says, with its snapshot as it is now. */
-  const saveNow = (input: SaveCheckpointInput): Promise<void> => {
-    let checkpoint: Checkpoint;
+  const saveNow = (input: SaveDraftInput): Promise<void> => {
+    let checkpoint: CheckpointDraft;
     try {
       // Inside the try: a snapshot that cannot be persisted is an encode failure.
       checkpoint = toCheckpoint(input, durableSnapshot(machine, actor.getSnapshot()), clock.now());
@@ -206,7 +219,9 @@ export function createTurnLoop<TItem, TInput = unknown>(
         };
       }),
       turn: turns.logic,
-      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(({ input }) => saveNow(input)),
+      saveCheckpoint: fromPromise<void, SaveCheckpointInput>(({ input }) =>
+        saveNow({ ...input, unhandled: viewOf([input.unhandled]) }),
+      ),
       deleteCheckpoint: fromPromise<void>(() => (keeper as CheckpointKeeper).delete()),
       timer: fromCallback<EventObject, LoopTimerInput>(({ input, sendBack }) => {
         const handle = clock.setTimeout(
@@ -254,7 +269,25 @@ export function createTurnLoop<TItem, TInput = unknown>(
             inherited(event);
             own(event);
           };
-  const actor = createActor(machine, {
+  /**
+   * Whether a push without options may write the buffer without a machine step: set after each
+   * loop step from the snapshot it left, cleared when the next step starts (so a push from code
+   * a step runs still goes through the machine and is refused as before). True when such a push
+   * would change nothing but the buffer: the buffer is open, a push is already pending planning
+   * (`needsPlanning`), the loop is not `waiting` (where a push starts a turn), and no inspector
+   * watches the loop (its trace shows every push).
+   */
+  let plainPushes = false;
+  // The machine with its steps observed; everything else is the machine's own.
+  const observed: typeof machine = Object.create(machine, {
+    transition: {
+      value: (...args: Parameters<typeof machine.transition>) => {
+        plainPushes = false;
+        return machine.transition(...args);
+      },
+    },
+  }) as typeof machine;
+  const actor = createActor(observed, {
     input: {
       hasStore: store !== undefined,
       requeuePreempted: config.requeuePreempted ?? false,
@@ -282,8 +315,14 @@ export function createTurnLoop<TItem, TInput = unknown>(
 
   actor.subscribe({
     next(snapshot) {
-      if (snapshot.status !== 'done') return;
       const { context } = snapshot;
+      plainPushes =
+        inspect === undefined &&
+        snapshot.status === 'active' &&
+        context.needsPlanning &&
+        !context.closed &&
+        (snapshot.value as { loop: unknown }).loop !== 'waiting';
+      if (snapshot.status !== 'done') return;
       const exit = context.exit;
       finish({
         exitReason: toExitReason(exit?.reason),
@@ -316,8 +355,8 @@ export function createTurnLoop<TItem, TInput = unknown>(
   actor.start();
 
   return {
-    push(item: TItem, options: PushOptions<TItem> = {}): PushResult {
-      const parsed = parseOptions(pushSchema, options, 'options');
+    push(item: TItem, options?: PushOptions<TItem>): PushResult {
+      const parsed = options === undefined ? {} : parseOptions(pushSchema, options, 'options');
       if (item === undefined) {
         throw new InvalidArgumentError('item', 'expected `item` to be a value, got undefined');
       }
@@ -328,7 +367,12 @@ export function createTurnLoop<TItem, TInput = unknown>(
         late.push(item);
         return { accepted: false, ack: resolved };
       }
-      const strategy = options.strategy;
+      if (plainPushes && options === undefined) {
+        // What `acceptPush` would do, and all it would do: one append in place, O(1).
+        actor.getSnapshot().context.buffer.push(item);
+        return acceptedPlain;
+      }
+      const strategy = options?.strategy;
       const pushId = ++pushSeq;
       let ack = resolved;
       if (parsed.preempt !== undefined || strategy !== undefined) {

@@ -12,12 +12,9 @@ import type {
   SaveCheckpointInput,
   TurnLoopContext,
 } from '../../machines/turn-loop.types.js';
-import {
-  checkpointFormat,
-  checkpointVersion,
-  type Checkpoint,
-  type PersistedLoopSnapshot,
-} from './checkpoint.js';
+import { checkpointFormat, checkpointVersion, type PersistedLoopSnapshot } from './checkpoint.js';
+import type { CheckpointDraft } from './checkpoint-keeper.js';
+import { flattenView, viewOf, type ItemView } from './item-view.js';
 
 type LoopSnapshot = SnapshotFrom<typeof turnLoopMachine>;
 
@@ -31,6 +28,33 @@ export interface ItemsInHand {
   readonly resume: ResumeState | undefined;
 }
 
+/** The pending resume of a live loop (also one a planning turn took). */
+const pendingResume = (context: TurnLoopContext): ResumeState | undefined =>
+  context.resume ?? (context.turn?.plan === undefined ? context.turn?.resume : undefined);
+
+/**
+ * The unhandled items of a live loop as a view of the arrays that hold them (O(1) in the items:
+ * nothing is copied): a pending resume's unhandled items, a planning turn's taken items, the
+ * re-offered preempted items, then the buffer.
+ */
+function unhandledView(context: TurnLoopContext): ItemView {
+  const turn = context.turn;
+  const unplanned = turn?.plan === undefined;
+  return viewOf([
+    pendingResume(context)?.unhandled,
+    unplanned ? turn?.takenRequeued : undefined,
+    unplanned ? turn?.taken : undefined,
+    context.requeued,
+    context.buffer,
+  ]);
+}
+
+/** A pending resume's interrupted items, or the running turn's consumed ones. */
+const interruptedItems = (context: TurnLoopContext, resume: ResumeState | undefined): unknown[] => [
+  ...(resume?.interrupted ?? []),
+  ...(context.turn?.plan?.consumed ?? []),
+];
+
 /**
  * The items of a live loop, each placed once: a planned turn's remaining items are back in the
  * buffer and its consumed ones are interrupted; an unplanned turn's taken items are unhandled.
@@ -38,17 +62,10 @@ export interface ItemsInHand {
  * @internal
  */
 export function itemsInHand(context: TurnLoopContext): ItemsInHand {
-  const turn = context.turn;
-  const plan = turn?.plan;
-  const resume = context.resume ?? (plan === undefined ? turn?.resume : undefined);
+  const resume = pendingResume(context);
   return {
-    unhandled: [
-      ...(resume?.unhandled ?? []),
-      ...(plan === undefined ? [...(turn?.takenRequeued ?? []), ...(turn?.taken ?? [])] : []),
-      ...context.requeued,
-      ...context.buffer,
-    ],
-    interrupted: [...(resume?.interrupted ?? []), ...(plan?.consumed ?? [])],
+    unhandled: flattenView(unhandledView(context)),
+    interrupted: interruptedItems(context, resume),
     resume,
   };
 }
@@ -90,12 +107,17 @@ export function durableSnapshot(
   };
 }
 
+/** What a save is given: a {@link SaveCheckpointInput} whose unhandled items are a view. @internal */
+export type SaveDraftInput = Omit<SaveCheckpointInput, 'unhandled'> & {
+  readonly unhandled: ItemView;
+};
+
 /** The envelope of a save. @internal */
 export function toCheckpoint(
-  input: SaveCheckpointInput,
+  input: SaveDraftInput,
   loop: PersistedLoopSnapshot,
   savedAt: number,
-): Checkpoint {
+): CheckpointDraft {
   return {
     format: checkpointFormat,
     version: checkpointVersion,
@@ -111,13 +133,15 @@ export function toCheckpoint(
 
 /**
  * What `loop.checkpoint()` saves of a live loop: as if it stopped now (the running turn's items
- * interrupted, with its agent's latest safe-point state).
+ * interrupted, with its agent's latest safe-point state). O(1) in the unhandled items.
  *
  * @param agentState - the running turn's latest safe-point state
  * @internal
  */
-export function liveSaveInput(context: TurnLoopContext, agentState: unknown): SaveCheckpointInput {
-  const { unhandled, interrupted, resume } = itemsInHand(context);
+export function liveSaveInput(context: TurnLoopContext, agentState: unknown): SaveDraftInput {
+  const resume = pendingResume(context);
+  const unhandled = unhandledView(context);
+  const interrupted = interruptedItems(context, resume);
   const pending = resume?.suspension;
   return {
     kind: resume !== undefined || interrupted.length > 0 ? 'mid-turn' : 'between-turns',

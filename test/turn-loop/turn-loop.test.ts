@@ -320,6 +320,49 @@ describe('TurnLoop re-entrant pushes', () => {
     expect(exit.takeLateItems()).toEqual([]);
   });
 
+  it('a plain push from inside a loop step throws too, while plain pushes skip the machine', async () => {
+    const { loop, stepped, genInputCalls } = createTestLoop();
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn started');
+    // A push is pending planning: later plain pushes are one append, and share one answer.
+    const first = loop.push('b');
+    expect(loop.push('c')).toBe(loop.push('d'));
+    expect(first.accepted).toBe(true);
+    expect(() =>
+      loop.push('outer', {
+        strategy: () => {
+          loop.push('inner');
+          return undefined;
+        },
+      }),
+    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'push()' }));
+    loop.push('e');
+    stepped.last().finish();
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(genInputCalls[1]?.items).toEqual(['b', 'c', 'd', 'e']);
+    loop.stop({ mode: 'immediate' });
+    const exit = await loop.wait();
+    expect(exit.unhandledItems).toEqual(['c', 'd', 'e']);
+    expect(exit.takeLateItems()).toEqual([]);
+  });
+
+  it('a plain push into a loop waiting after a turn starts the next turn', async () => {
+    const { loop, stepped, genInputCalls } = createTestLoop();
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    stepped.last().finish();
+    await until(() => stepped.executions[0]!.done, 'turn 1 finished');
+    await flush();
+    loop.push('b');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(genInputCalls.map((call) => call.items)).toEqual([['a'], ['b']]);
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+  });
+
   it('genInput and prepareAgent run outside any loop step, so they may push (for a later turn)', async () => {
     let pushedFromCallbacks = false;
     const turns: string[] = [];

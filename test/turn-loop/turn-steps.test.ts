@@ -1,0 +1,74 @@
+/**
+ * The steps between a safe point and the next turn (issue 15, "preempt → next turn"): a turn
+ * without onAgentEvents spawns no handler and ends in the step its run settles in, and a
+ * synchronous genInput / prepareAgent costs no microtask hop of its own.
+ */
+import type { InspectionEvent } from 'xstate';
+import { describe, expect, it } from 'vitest';
+import { CancelMode } from '../../src/index.js';
+import { createTestLoop, until } from './helpers.js';
+
+/** The ids of the actors created under an inspector, in order. */
+function actorsCreated() {
+  const ids: string[] = [];
+  const inspect = (event: InspectionEvent) => {
+    if (event.type === '@xstate.actor') ids.push((event.actorRef as unknown as { id: string }).id);
+  };
+  return { ids, inspect };
+}
+
+describe('TurnLoop turn steps', () => {
+  it('a turn without onAgentEvents spawns no handler; with onAgentEvents, one per turn', async () => {
+    for (const reads of [false, true]) {
+      const { ids, inspect } = actorsCreated();
+      const { loop, stepped } = createTestLoop({
+        inspect,
+        ...(reads
+          ? {
+              onAgentEvents: async (_turn, events) => {
+                for await (const event of events) void event;
+              },
+            }
+          : {}),
+      });
+      loop.push('a');
+      loop.run();
+      await until(() => stepped.executions.length === 1, 'turn 1 started');
+      loop.push('b', { preempt: CancelMode.AnySafePoint });
+      stepped.last().safePoint('afterToolCalls');
+      await until(() => stepped.executions.length === 2, 'turn 2 started');
+      stepped.last().finish();
+      loop.stop();
+      const exit = await loop.wait();
+      expect(exit.exitReason).toBeUndefined();
+      expect(ids.filter((id) => id === 'handler')).toHaveLength(reads ? 2 : 0);
+      expect(ids.filter((id) => id === 'turn')).toHaveLength(2);
+    }
+  });
+
+  it('a synchronous genInput and prepareAgent run in one microtask: no hop between them', async () => {
+    let hopped = false;
+    const hopsSeen: boolean[] = [];
+    const { loop, stepped } = createTestLoop({
+      genInput: (items) => {
+        hopped = false;
+        queueMicrotask(() => (hopped = true));
+        return { input: items[0], consumed: items.slice(0, 1), remaining: items.slice(1) };
+      },
+      prepareAgent: () => {
+        hopsSeen.push(hopped);
+        return stepped.agent;
+      },
+    });
+    loop.push('a');
+    loop.run();
+    await until(() => stepped.executions.length === 1, 'turn 1 started');
+    loop.push('b', { preempt: CancelMode.AnySafePoint });
+    stepped.last().safePoint('afterToolCalls');
+    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    expect(hopsSeen).toEqual([false, false]);
+    stepped.last().finish();
+    loop.stop();
+    expect((await loop.wait()).exitReason).toBeUndefined();
+  });
+});
