@@ -203,6 +203,10 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
       ['A:1', '1', 'm', keys.tailChannel, '6', '1', '{"seq":6}', '0', 'meta.nope', '0'],
     );
     expect(malformed).toEqual(['bad_batch', 'unknown op meta.nope']);
+    // A lease value that names A:1 while the fence key says 2 (a grant A never saw): refused.
+    await admin.set(keys.fence, '2');
+    expect(await batch('fenced', 6, ['z'])).toEqual(['stale_fence', 2]);
+    await admin.set(keys.fence, '1');
     expect((await stored(admin, keys)).seq).toBe('5');
     // The holder's own next batch now conflicts: its mirror says 3. It gives the session up.
     a.eventLog.append({}, key, { type: 't4', at: 4 });
