@@ -108,7 +108,7 @@ describe.skipIf(skipRedis)('the cluster event log', () => {
       async () => (await subscribers()).join() === [channel(key), 1, channel(other), 1].join(),
       'subscriptions',
     );
-    const pubsubClients = (await admin.client('LIST', 'TYPE', 'pubsub')) as string;
+    const pubsubClients = (await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub')) as string;
     expect(pubsubClients.trim().split('\n')).toHaveLength(1);
     for (const k of [key, other]) {
       writer.eventLog.append({}, k, { type: 'a', at: 1 });
