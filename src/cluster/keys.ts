@@ -61,12 +61,12 @@ export function checkKeyPrefix(prefix: string): string {
 }
 
 /**
- * @internal The hash tag of a session: length-prefixed ids, like `toSessionKeyString`, so no
+ * The hash tag of a session: length-prefixed ids, like `toSessionKeyString`, so no
  * choice of ids makes two sessions share keys. Redis hashes the text up to the first `}`; an id
  * holding a `}` shortens the tag, yet every key of the session still begins with the same text,
  * so they still share one slot.
  */
-export function toSessionTag(key: SessionKey): string {
+function toSessionTag(key: SessionKey): string {
   return `{s:${key.ownerId.length}:${key.ownerId}/${key.sessionId.length}:${key.sessionId}}`;
 }
 

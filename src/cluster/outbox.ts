@@ -259,6 +259,19 @@ export function createOutbox(
   return outbox;
 }
 
+/** @internal The KEYS every batch script call starts with (run record keys follow). */
+export const toBatchKeys = (keys: SessionKeys): string[] => [
+  keys.lease,
+  keys.fence,
+  keys.seq,
+  keys.batch,
+  keys.events,
+  keys.eventRuns,
+  keys.runs,
+  keys.meta,
+  keys.commandsApplied,
+];
+
 /**
  * @internal The KEYS and ARGV of the batch script for `batch` (see `shipLua` in scripts.ts):
  * events as their JSON, the run ids that logged, then the ops flattened as
@@ -267,17 +280,7 @@ export function createOutbox(
  */
 export function encodeBatch(outbox: Outbox, batch: Batch): { keys: string[]; args: string[] } {
   const { keys } = outbox;
-  const scriptKeys = [
-    keys.lease,
-    keys.fence,
-    keys.seq,
-    keys.batch,
-    keys.events,
-    keys.eventRuns,
-    keys.runs,
-    keys.meta,
-    keys.commandsApplied,
-  ];
+  const scriptKeys = toBatchKeys(keys);
   const events: string[] = [];
   const runIds = new Set<string>();
   const ops: string[] = [];

@@ -16,7 +16,7 @@
 import type { Redis } from 'ioredis';
 import { StaleFenceError } from '../errors.js';
 import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../events/event-log.js';
-import { matchesReadOptions, toPayloadJson } from '../events/event-filter.js';
+import { matchesReadOptions, toPayloadJson, toStoredEvent } from '../events/stored-event.js';
 import { createIdSequence } from '../ids.js';
 import type { ResolvedClusterOptions } from './cluster-options.js';
 import { toSessionKeys } from './keys.js';
@@ -86,15 +86,7 @@ export function createRedisEventLog(
   return {
     append(_ctx, key, event) {
       const mirror = held(key);
-      const stored: RunplaneEvent = {
-        seq: mirror.lastSeq + 1,
-        id: nextEventId(),
-        sessionId: key.sessionId,
-        runId: event.runId,
-        type: event.type,
-        payload: event.payload ?? {},
-        at: event.at,
-      };
+      const stored = toStoredEvent(key, mirror.lastSeq + 1, nextEventId(), event);
       mirror.outbox.enqueueEvent(stored.seq, toEventJson(stored), stored.runId);
       mirror.lastSeq = stored.seq;
       if (stored.runId !== undefined) mirror.runIds.add(stored.runId);

@@ -78,28 +78,15 @@ export function createShipper(
       outbox.acknowledge();
       if (batch.lastSeq >= batch.firstSeq) onShipped(outbox, batch.lastSeq);
       if (outbox.pending > 0) schedule(outbox);
-    } else if (status === 'stale_fence') {
-      refuse(
-        outbox,
-        new StaleFenceError(
-          ownerId,
-          sessionId,
-          outbox.fence,
-          'write_refused',
-          `fence is now ${value}`,
-        ),
-      );
-    } else if (status === 'seq_conflict' || status === 'replayed') {
-      refuse(
-        outbox,
-        new StaleFenceError(
-          ownerId,
-          sessionId,
-          outbox.fence,
-          'seq_conflict',
-          `the batch starts at seq ${batch.firstSeq}, Redis holds ${value}`,
-        ),
-      );
+    } else if (status === 'stale_fence' || status === 'seq_conflict' || status === 'replayed') {
+      const [reason, detail] =
+        status === 'stale_fence'
+          ? (['write_refused', `fence is now ${value}`] as const)
+          : ([
+              'seq_conflict',
+              `the batch starts at seq ${batch.firstSeq}, Redis holds ${value}`,
+            ] as const);
+      refuse(outbox, new StaleFenceError(ownerId, sessionId, outbox.fence, reason, detail));
     } else {
       refuse(
         outbox,

@@ -9,7 +9,7 @@
  * @module
  */
 import { toSessionKeyString } from './event-log.js';
-import { matchesReadOptions } from './event-filter.js';
+import { matchesReadOptions, toStoredEvent } from './stored-event.js';
 import { InvalidArgumentError } from '../errors.js';
 import { createIdSequence } from '../ids.js';
 import type {
@@ -264,15 +264,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         unlink(log);
         linkNewest(log);
       }
-      const stored: RunplaneEvent = {
-        seq: ++log.lastSeq,
-        id: nextEventId(),
-        sessionId: key.sessionId,
-        runId: event.runId,
-        type: event.type,
-        payload: event.payload ?? {},
-        at: event.at,
-      };
+      const stored = toStoredEvent(key, ++log.lastSeq, nextEventId(), event);
       log.events.push(stored);
       total++;
       if (stored.at > now) now = stored.at;

@@ -5,9 +5,30 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach } from 'vitest';
+import { SimulatedClock } from 'xstate';
 import { createClusterInstance, type ClusterInstance } from '../../src/cluster/cluster-instance.js';
 import type { ClusterInstanceOptions } from '../../src/cluster/cluster-options.js';
+import { toSessionKeys, type SessionKeys } from '../../src/cluster/keys.js';
+import type { RunplaneError } from '../../src/errors.js';
+import type { SessionKey } from '../../src/events/event-log.js';
 import { usePrivateRedis, type PrivateRedis } from '../redis/redis-server.js';
+
+type InstanceOptions = Omit<ClusterInstanceOptions, 'redis'> & { redis?: Redis };
+
+/** One test's world: a fresh key prefix, the session's keys, and instances that record losses. */
+export interface ClusterScene {
+  readonly keyPrefix: string;
+  /** The keys of the scene's session. */
+  readonly keys: SessionKeys;
+  readonly admin: Redis;
+  /** Every `onLost` error of the scene's instances, in order. */
+  readonly lost: RunplaneError[];
+  /** An instance named `instanceId` on the scene's prefix; its clock is simulated (still) unless given. */
+  readonly instance: (
+    instanceId: string,
+    options?: Omit<InstanceOptions, 'instanceId'>,
+  ) => ClusterInstance;
+}
 
 export interface ClusterHarness {
   readonly server: () => PrivateRedis;
@@ -19,6 +40,8 @@ export interface ClusterHarness {
   instance(options: Omit<ClusterInstanceOptions, 'redis'> & { redis?: Redis }): ClusterInstance;
   /** A plain connection for the test's own checks. */
   admin(): Redis;
+  /** A fresh scene around `key`'s session. */
+  scene(key: SessionKey): ClusterScene;
 }
 
 /** Call at the top of a `describe.skipIf(skipRedis)` block. */
@@ -40,7 +63,7 @@ export function useCluster(): ClusterHarness {
     connections.push(connection);
     return connection;
   };
-  return {
+  const harness: ClusterHarness = {
     server,
     connect,
     freshPrefix: () => `t${++prefixes}:`,
@@ -50,7 +73,26 @@ export function useCluster(): ClusterHarness {
       return instance;
     },
     admin: () => (admin ??= connect()),
+    scene(key) {
+      const keyPrefix = harness.freshPrefix();
+      const lost: RunplaneError[] = [];
+      return {
+        keyPrefix,
+        keys: toSessionKeys(key, keyPrefix),
+        admin: harness.admin(),
+        lost,
+        instance: (instanceId, options = {}) =>
+          harness.instance({
+            instanceId,
+            keyPrefix,
+            clock: new SimulatedClock(),
+            onLost: (_key, error) => lost.push(error),
+            ...options,
+          }),
+      };
+    },
   };
+  return harness;
 }
 
 /**

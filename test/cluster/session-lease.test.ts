@@ -5,27 +5,21 @@
  */
 import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
-import { toSessionKeys } from '../../src/cluster/keys.js';
 import type { RunplaneError } from '../../src/errors.js';
 import type { SessionKey } from '../../src/events/event-log.js';
 import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster } from './cluster-helpers.js';
 
 const key: SessionKey = { ownerId: 'alice', sessionId: 's1' };
+const reasons = (errors: RunplaneError[]) =>
+  errors.map((error) => [error.code, (error as { reason?: string }).reason]);
 
 describe.skipIf(skipRedis)('session leases', () => {
   const cluster = useCluster();
 
   it('grants with a fence, renews only its own lease, and releases by compare-and-delete', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      leaseTtlMs: 1_000,
-      clock: new SimulatedClock(),
-    });
+    const { keys, admin, instance } = cluster.scene(key);
+    const a = instance('A', { leaseTtlMs: 1_000 });
     expect(await a.acquire(key)).toEqual({ acquired: true, fence: 1 });
     expect(await admin.get(keys.lease)).toBe('A:1');
     expect(await admin.pttl(keys.lease)).toBeGreaterThan(0);
@@ -41,22 +35,10 @@ describe.skipIf(skipRedis)('session leases', () => {
   });
 
   it('refuses a live lease to a second instance, and grants a larger fence once it expired', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
+    const { keys, admin, instance } = cluster.scene(key);
     // A's clock never moves: it neither renews nor reaches its deadline (a paused holder).
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      leaseTtlMs: 150,
-      clock: new SimulatedClock(),
-    });
-    const b = cluster.instance({
-      instanceId: 'B',
-      keyPrefix,
-      leaseTtlMs: 1_000,
-      clock: new SimulatedClock(),
-    });
+    const a = instance('A', { leaseTtlMs: 150 });
+    const b = instance('B', { leaseTtlMs: 1_000 });
     expect(await a.acquire(key)).toEqual({ acquired: true, fence: 1 });
     expect(await b.acquire(key)).toEqual({ acquired: false, holder: 'A:1' });
     await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to expire');
@@ -68,41 +50,21 @@ describe.skipIf(skipRedis)('session leases', () => {
   });
 
   it('gives the session up at once when a renew is refused', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const lost: RunplaneError[] = [];
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      leaseTtlMs: 1_000,
-      clock: new SimulatedClock(),
-      onLost: (_key, error) => lost.push(error),
-    });
+    const { keys, admin, lost, instance } = cluster.scene(key);
+    const a = instance('A', { leaseTtlMs: 1_000 });
     await a.acquire(key);
-    await cluster.admin().set(keys.lease, 'B:7'); // someone else's now
+    await admin.set(keys.lease, 'B:7'); // someone else's now
     await a.renew();
-    expect(lost.map((e) => [e.code, (e as { reason?: string }).reason])).toEqual([
-      ['STALE_FENCE', 'renew_refused'],
-    ]);
+    expect(reasons(lost)).toEqual([['STALE_FENCE', 'renew_refused']]);
     expect(a.fenceOf(key)).toBeUndefined();
     expect(() => a.eventLog.append({}, key, { type: 'x', at: 1 })).toThrow(/STALE_FENCE.*not_held/);
     await expect(a.flushed(key)).rejects.toThrow(/STALE_FENCE/);
   });
 
   it('fences itself at its local deadline when no renew succeeded, without waiting for Redis', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
+    const { keys, admin, lost, instance } = cluster.scene(key);
     const clock = new SimulatedClock();
-    const lost: RunplaneError[] = [];
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      leaseTtlMs: 900,
-      leaseMarginMs: 200,
-      clock,
-      onLost: (_key, error) => lost.push(error),
-    });
+    const a = instance('A', { leaseTtlMs: 900, leaseMarginMs: 200, clock });
     await a.acquire(key); // at 0: deadline 0 + 900 − 200 = 700
     clock.increment(300); // the renew timer (every 300 ms) sends a renew
     await a.renew(); // joins that round: it succeeded, sent at 300 → deadline 1000
@@ -114,9 +76,7 @@ describe.skipIf(skipRedis)('session leases', () => {
     try {
       const stuck = a.renew(); // sent at 900, never answered while paused
       clock.increment(900); // 1800: no renew sent after 900 can have succeeded; the deadline fired
-      expect(lost.map((e) => [e.code, (e as { reason?: string }).reason])).toEqual([
-        ['STALE_FENCE', 'deadline_passed'],
-      ]);
+      expect(reasons(lost)).toEqual([['STALE_FENCE', 'deadline_passed']]);
       expect(a.fenceOf(key)).toBeUndefined();
       expect(() => a.eventLog.lastSeq({}, key)).toThrow(/STALE_FENCE/);
       await admin.call('CLIENT', 'UNPAUSE');

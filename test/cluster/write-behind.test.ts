@@ -5,8 +5,8 @@
  */
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { SimulatedClock } from 'xstate';
 import { toSessionKeys, type SessionKeys } from '../../src/cluster/keys.js';
+import { toBatchKeys } from '../../src/cluster/outbox.js';
 import { defineClusterScripts } from '../../src/cluster/scripts.js';
 import type { RunplaneError } from '../../src/errors.js';
 import type { SessionKey } from '../../src/events/event-log.js';
@@ -43,14 +43,8 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
   const cluster = useCluster();
 
   it('ships events at <seq>-0 and record ops, one script call per batch, pipelined across sessions', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const admin = cluster.admin();
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      clock: new SimulatedClock(),
-      maxBatch: { entries: 100 },
-    });
+    const { keyPrefix, keys, admin, instance } = cluster.scene(key);
+    const a = instance('A', { maxBatch: { entries: 100 } });
     await a.acquire(key);
     await a.acquire(other);
     await admin.config('RESETSTAT');
@@ -76,7 +70,6 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
     // alice: 255 writes in batches of 100 → 3 calls; bob: 50 writes → 1 call.
     expect((calls.evalsha ?? 0) + (calls.eval ?? 0)).toBe(4);
     expect(calls.xadd).toBe(300);
-    const keys = toSessionKeys(key, keyPrefix);
     const { seq, entries } = await stored(admin, keys);
     expect(seq).toBe('250');
     expect(entries.map(([id]) => id)).toEqual(Array.from({ length: 250 }, (_, i) => `${i + 1}-0`));
@@ -96,18 +89,9 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
   });
 
   it("refuses a stale holder's batch with STALE_FENCE and leaves Stream and records untouched", async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
-    const lost: unknown[] = [];
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      leaseTtlMs: 150,
-      clock: new SimulatedClock(), // paused: no renew, no deadline
-      onLost: (_key, error) => lost.push(error),
-    });
-    const b = cluster.instance({ instanceId: 'B', keyPrefix, clock: new SimulatedClock() });
+    const { keys, admin, lost, instance } = cluster.scene(key);
+    const a = instance('A', { leaseTtlMs: 150 }); // its clock is still: no renew, no deadline
+    const b = instance('B');
     await a.acquire(key);
     a.eventLog.append({}, key, { type: 'a.first', at: 1 });
     await a.flushed(key);
@@ -135,73 +119,56 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
   });
 
   it('refuses a batch with a gap or a duplicate seq, and applies a retried batch once', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
-    const a = cluster.instance({ instanceId: 'A', keyPrefix, clock: new SimulatedClock() });
+    const { keys, admin, instance } = cluster.scene(key);
+    const a = instance('A');
     await a.acquire(key);
     for (let i = 1; i <= 3; i++) a.eventLog.append({}, key, { type: `t${i}`, at: i });
     await a.flushed(key);
     const before = await stored(admin, keys);
     const scripts = defineClusterScripts(admin);
     const batch = (id: string, firstSeq: number, types: string[]) =>
-      scripts.ship(
-        [
-          keys.lease,
-          keys.fence,
-          keys.seq,
-          keys.batch,
-          keys.events,
-          keys.eventRuns,
-          keys.runs,
-          keys.meta,
-          keys.commandsApplied,
-        ],
-        [
-          'A:1',
-          '1',
-          id,
-          keys.tailChannel,
-          String(firstSeq),
-          String(types.length),
-          ...types.map((type, i) => JSON.stringify({ seq: firstSeq + i, type })),
-          '0',
-          'meta.set',
-          '1',
-          'touched',
-          'yes',
-        ],
-      );
+      scripts.ship(toBatchKeys(keys), [
+        'A:1',
+        '1',
+        id,
+        keys.tailChannel,
+        String(firstSeq),
+        String(types.length),
+        ...types.map((type, i) => JSON.stringify({ seq: firstSeq + i, type })),
+        '0',
+        'meta.set',
+        '1',
+        'touched',
+        'yes',
+      ]);
     expect(await batch('dup', 3, ['again'])).toEqual(['seq_conflict', 3]);
     expect(await batch('gap', 5, ['skipped'])).toEqual(['seq_conflict', 3]);
     expect(
-      await batch('bad', 4, ['x'])
-        .then(() => batch('bad2', 5, ['y']))
+      await batch('next4', 4, ['x'])
+        .then(() => batch('next5', 5, ['y']))
         .then(() => 'sent'),
     ).toBe('sent');
     expect((await stored(admin, keys)).seq).toBe('5');
     // The same batch id again (a retry whose reply was lost): recognised, not applied twice.
-    expect(await batch('bad2', 5, ['y'])).toEqual(['replayed', 5]);
+    expect(await batch('next5', 5, ['y'])).toEqual(['replayed', 5]);
     expect((await stored(admin, keys)).entries.map(([id]) => id)).toEqual([
       ...before.entries.map(([id]) => id),
       '4-0',
       '5-0',
     ]);
     // A malformed op is refused before anything is written.
-    const malformed = await scripts.ship(
-      [
-        keys.lease,
-        keys.fence,
-        keys.seq,
-        keys.batch,
-        keys.events,
-        keys.eventRuns,
-        keys.runs,
-        keys.meta,
-        keys.commandsApplied,
-      ],
-      ['A:1', '1', 'm', keys.tailChannel, '6', '1', '{"seq":6}', '0', 'meta.nope', '0'],
-    );
+    const malformed = await scripts.ship(toBatchKeys(keys), [
+      'A:1',
+      '1',
+      'm',
+      keys.tailChannel,
+      '6',
+      '1',
+      '{"seq":6}',
+      '0',
+      'meta.nope',
+      '0',
+    ]);
     expect(malformed).toEqual(['bad_batch', 'unknown op meta.nope']);
     // A lease value that names A:1 while the fence key says 2 (a grant A never saw): refused.
     await admin.set(keys.fence, '2');
@@ -218,14 +185,11 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
   });
 
   it('retries a batch whose reply timed out, in order, without applying it twice', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const admin = cluster.admin();
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
+    const { keys, admin, instance } = cluster.scene(key);
+    const a = instance('A', {
       redis: cluster.connect({ commandTimeout: 100 }),
       retry: { minMs: 5, maxMs: 20 },
+      clock: undefined, // real timers: the retries' backoff
     });
     await a.acquire(key);
     a.eventLog.append({}, key, { type: 'before', at: 0 });
@@ -253,31 +217,15 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
   });
 
   it('stops a session whose outbox passes its bound, with OUTBOX_FULL, and hands the lease back', async () => {
-    const keyPrefix = cluster.freshPrefix();
-    const keys = toSessionKeys(key, keyPrefix);
-    const lost: unknown[] = [];
-    const a = cluster.instance({
-      instanceId: 'A',
-      keyPrefix,
-      clock: new SimulatedClock(),
-      maxOutbox: { entries: 5 },
-      onLost: (_key, error) => lost.push(error),
-    });
+    const { keys, admin, lost, instance } = cluster.scene(key);
+    const a = instance('A', { maxOutbox: { entries: 5 } });
     await a.acquire(key);
     for (let i = 1; i <= 5; i++) a.eventLog.append({}, key, { type: 't', at: i });
     expect(() => a.eventLog.append({}, key, { type: 't', at: 6 })).toThrow(/OUTBOX_FULL/);
-    expect(lost.map((error) => (error as RunplaneError).code)).toEqual(['OUTBOX_FULL']);
+    expect(lost.map((error) => error.code)).toEqual(['OUTBOX_FULL']);
     expect(a.fenceOf(key)).toBeUndefined();
-    await pollUntil(
-      async () => (await cluster.admin().exists(keys.lease)) === 0,
-      'the lease to be released',
-    );
-    const bytes = cluster.instance({
-      instanceId: 'B',
-      keyPrefix,
-      maxOutbox: { bytes: 200 },
-      clock: new SimulatedClock(),
-    });
+    await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to be released');
+    const bytes = instance('B', { maxOutbox: { bytes: 200 } });
     await bytes.acquire(key);
     expect(() =>
       bytes.eventLog.append({}, key, { type: 'big', at: 1, payload: { text: 'x'.repeat(300) } }),

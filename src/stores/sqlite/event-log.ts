@@ -9,7 +9,7 @@ import { setMaxListeners } from 'node:events';
 import { createIdSequence } from '../../ids.js';
 import { InvalidArgumentError, RunplaneError } from '../../errors.js';
 import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../../events/event-log.js';
-import { matchesReadOptions, toPayloadJson } from '../../events/event-filter.js';
+import { matchesReadOptions, toPayloadJson, toStoredEvent } from '../../events/stored-event.js';
 import { applySqliteMigrations, openSqliteDatabase, type SqliteMigration } from './database.js';
 
 /** Options of {@link createSqliteEventLog}: give `path` or an open `database`. */
@@ -390,15 +390,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
   return {
     append(_ctx, key, event) {
       const state = stateOf(key);
-      const stored: RunplaneEvent = {
-        seq: state.lastSeq + 1,
-        id: nextEventId(),
-        sessionId: key.sessionId,
-        runId: event.runId,
-        type: event.type,
-        payload: event.payload ?? {},
-        at: event.at,
-      };
+      const stored = toStoredEvent(key, state.lastSeq + 1, nextEventId(), event);
       const json = toPayloadJson(stored.payload);
       try {
         insert.run(

@@ -1,10 +1,26 @@
 /**
- * What every {@link EventLog} implementation shares: the read filter and the JSON of a payload.
+ * A stored event, as every {@link EventLog} implementation builds, encodes and filters it.
  *
  * @module
  * @internal
  */
-import type { ReadOptions, RunplaneEvent } from './event-log.js';
+import type { NewEvent, ReadOptions, RunplaneEvent, SessionKey } from './event-log.js';
+
+/** @internal The event `append` stores: the writer's fields, and the log's `seq`, `id` and session. */
+export const toStoredEvent = (
+  key: SessionKey,
+  seq: number,
+  id: string,
+  event: NewEvent,
+): RunplaneEvent => ({
+  seq,
+  id,
+  sessionId: key.sessionId,
+  runId: event.runId,
+  type: event.type,
+  payload: event.payload ?? {},
+  at: event.at,
+});
 
 /** @internal Whether `event` passes the `runId` and `types` filters of `options`. */
 export const matchesReadOptions = (event: RunplaneEvent, options: ReadOptions): boolean =>
