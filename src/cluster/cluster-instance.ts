@@ -107,11 +107,16 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
   const load = async (key: SessionKey): Promise<void> => {
     const lease = leases.held(key);
     if (lease === undefined) return;
-    const [[, seq], [, runIds]] = ((await resolved.redis
+    const [[seqError, seq], [runsError, runIds]] = ((await resolved.redis
       .pipeline()
       .get(lease.keys.seq)
       .smembers(lease.keys.eventRuns)
-      .exec()) ?? []) as [[unknown, string | null], [unknown, string[]]];
+      .exec()) ?? [
+      [new Error('no reply'), null],
+      [null, []],
+    ]) as [[Error | null, string | null], [Error | null, string[]]];
+    if (seqError !== null) throw seqError;
+    if (runsError !== null) throw runsError;
     if (leases.held(key) !== lease) return; // lost while loading
     const outbox = createOutbox(
       lease,
