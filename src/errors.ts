@@ -21,7 +21,9 @@ export type RunplaneErrorCode =
   | 'STORE_FAILED'
   | 'SHUTTING_DOWN'
   | 'MODEL_ERROR'
-  | 'CONTEXT_OVER_BUDGET';
+  | 'CONTEXT_OVER_BUDGET'
+  | 'STALE_FENCE'
+  | 'OUTBOX_FULL';
 
 /**
  * The base class of every runplane error.
@@ -233,6 +235,64 @@ export class StoreFailedError extends RunplaneError {
       'STORE_FAILED',
       `${operation} of ${key} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
       { cause },
+    );
+  }
+}
+
+// ---- Cluster errors ------------------------------------------------------------------------------
+
+/**
+ * Why an instance stopped holding a session's lease (see {@link StaleFenceError}):
+ * - `not_held`: the instance never took the lease, or already gave it up;
+ * - `renew_refused`: a renew found the lease gone or naming another holder;
+ * - `deadline_passed`: no renew succeeded before the holder's local deadline (it fenced itself
+ *   without waiting for Redis);
+ * - `write_refused`: Redis refused a batch: the lease or the fence is no longer this holder's;
+ * - `seq_conflict`: Redis refused a batch whose first `seq` does not follow the stored one.
+ */
+export type LeaseLossReason =
+  'not_held' | 'renew_refused' | 'deadline_passed' | 'write_refused' | 'seq_conflict';
+
+/**
+ * This instance's claim on a session is stale: it does not (or no longer) hold the session's
+ * lease under `fence`, so it must not drive the session. Code `STALE_FENCE`.
+ *
+ * @remarks The holder of a lease writes through scripts that compare the lease and the fence
+ * with its own; Redis refuses a stale writer's batch and leaves the session untouched
+ * (docs/architecture.md, "Cluster on Redis"). `reason` says how the loss was noticed.
+ */
+export class StaleFenceError extends RunplaneError {
+  constructor(
+    readonly ownerId: string,
+    readonly sessionId: string,
+    /** The fence this instance held, or 0 when it held none. */
+    readonly fence: number,
+    readonly reason: LeaseLossReason,
+    detail?: string,
+  ) {
+    super(
+      'STALE_FENCE',
+      `session ${sessionId} of ${ownerId} is no longer held under fence ${fence} (${reason}${detail === undefined ? '' : `: ${detail}`})`,
+    );
+  }
+}
+
+/**
+ * A session's outbox (its writes not yet acknowledged by Redis) passed its bound, so the
+ * instance stopped the session rather than hold more memory. Code `OUTBOX_FULL`.
+ */
+export class OutboxFullError extends RunplaneError {
+  constructor(
+    readonly ownerId: string,
+    readonly sessionId: string,
+    /** The bound that was passed: `entries` or `bytes`. */
+    readonly limit: 'entries' | 'bytes',
+    /** The bound's value. */
+    readonly max: number,
+  ) {
+    super(
+      'OUTBOX_FULL',
+      `session ${sessionId} of ${ownerId} has more than ${max} ${limit} waiting for Redis; the session is stopped`,
     );
   }
 }

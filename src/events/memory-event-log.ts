@@ -9,6 +9,7 @@
  * @module
  */
 import { toSessionKeyString } from './event-log.js';
+import { matchesReadOptions, toStoredEvent } from './stored-event.js';
 import { InvalidArgumentError } from '../errors.js';
 import { createIdSequence } from '../ids.js';
 import type {
@@ -73,12 +74,6 @@ interface DroppedRun {
 }
 
 const keyOf = toSessionKeyString;
-
-function matches(event: RunplaneEvent, options: ReadOptions): boolean {
-  if (options.runId !== undefined && event.runId !== options.runId) return false;
-  if (options.types !== undefined && !options.types.includes(event.type)) return false;
-  return true;
-}
 
 const checkCount = (name: string, value: number | undefined, fallback: number, min: number) => {
   const n = value ?? fallback;
@@ -244,7 +239,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     const limit = options.limit ?? Number.POSITIVE_INFINITY;
     for (let i = firstAfter(log.events, options.after ?? 0); i < log.events.length; i++) {
       const event = log.events[i];
-      if (event === undefined || !matches(event, options)) continue;
+      if (event === undefined || !matchesReadOptions(event, options)) continue;
       out.push(event);
       if (out.length >= limit) break;
     }
@@ -269,15 +264,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
         unlink(log);
         linkNewest(log);
       }
-      const stored: RunplaneEvent = {
-        seq: ++log.lastSeq,
-        id: nextEventId(),
-        sessionId: key.sessionId,
-        runId: event.runId,
-        type: event.type,
-        payload: event.payload ?? {},
-        at: event.at,
-      };
+      const stored = toStoredEvent(key, ++log.lastSeq, nextEventId(), event);
       log.events.push(stored);
       total++;
       if (stored.at > now) now = stored.at;

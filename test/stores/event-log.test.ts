@@ -1,15 +1,19 @@
 /**
- * The EventLog contract, run against every implementation (memory, SQLite), plus what only a
- * durable log can promise: seq survives a reopen and never rewinds.
+ * The EventLog contract, run against every implementation (memory, SQLite, and the cluster's log
+ * on a private Redis, where an instance holds the sessions' leases), plus what only a durable log
+ * can promise: seq survives a reopen and never rewinds.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createClusterInstance, type ClusterInstance } from '../../src/cluster/cluster-instance.js';
 import type { EventLog, RunplaneEvent } from '../../src/events/event-log.js';
 import { createMemoryEventLog } from '../../src/events/memory-event-log.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteEventLog } from '../../src/stores/sqlite/event-log.js';
+import { skipRedis, usePrivateRedis } from '../redis/redis-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'runplane-event-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -19,7 +23,37 @@ const freshPath = () => join(dir, `log-${++files}.db`);
 const a = { ownerId: 'alice', sessionId: 's1' };
 const b = { ownerId: 'bob', sessionId: 's1' };
 
-const implementations: Array<[string, () => EventLog & { close?: () => void }]> = [
+const redis = skipRedis ? undefined : usePrivateRedis();
+const connections: Redis[] = [];
+let instances: ClusterInstance[] = [];
+afterEach(async () => {
+  await Promise.all(instances.map((instance) => instance.close()));
+  instances = [];
+});
+afterAll(async () => {
+  await Promise.all(connections.map((connection) => connection.quit()));
+});
+let prefixes = 0;
+
+/** A cluster instance on a fresh key prefix that holds the leases of sessions `a` and `b`. */
+async function createRedisEventLog(readBatchSize?: number): Promise<EventLog> {
+  if (redis === undefined) throw new Error('no redis-server');
+  const connection = new Redis(redis().url);
+  connections.push(connection);
+  const instance = createClusterInstance({
+    redis: connection,
+    keyPrefix: `contract${++prefixes}:`,
+    readBatchSize,
+  });
+  instances.push(instance);
+  await instance.acquire(a);
+  await instance.acquire(b);
+  return instance.eventLog;
+}
+
+type Implementation = [string, () => (EventLog & { close?: () => void }) | Promise<EventLog>];
+
+const implementations: Implementation[] = [
   ['memory', () => createMemoryEventLog()],
   ['sqlite file', () => createSqliteEventLog({ path: freshPath() })],
   [
@@ -37,6 +71,13 @@ const implementations: Array<[string, () => EventLog & { close?: () => void }]> 
     'sqlite tail of 500 bytes',
     () => createSqliteEventLog({ path: freshPath(), tail: { bytes: 500 } }),
   ],
+  ...(skipRedis
+    ? []
+    : ([
+        ['redis (a cluster instance holding the sessions)', () => createRedisEventLog()],
+        // One Stream entry per XRANGE: every read and follow pages.
+        ['redis readBatchSize 1', () => createRedisEventLog(1)],
+      ] satisfies Implementation[])),
 ];
 
 const seqOf = (result: IteratorResult<RunplaneEvent>) =>
@@ -45,7 +86,7 @@ const brief = (events: RunplaneEvent[]) => events.map((e) => [e.seq, e.type, e.r
 
 describe.each(implementations)('EventLog contract: %s', (_name, create) => {
   it('numbers each session from 1, strictly increasing, separately per owner and session', async () => {
-    const log = create();
+    const log: EventLog & { close?: () => void } = await create();
     expect(log.lastSeq({}, a)).toBe(0);
     const first = log.append({}, a, { type: 'x.one', at: 5, runId: 'r1', payload: { n: 1 } });
     const second = log.append({}, a, { type: 'x.two', at: 6 });
@@ -64,7 +105,7 @@ describe.each(implementations)('EventLog contract: %s', (_name, create) => {
   });
 
   it('reads after an exclusive cursor, with a limit, by run and by types', async () => {
-    const log = create();
+    const log: EventLog & { close?: () => void } = await create();
     for (let i = 1; i <= 6; i++) {
       log.append({}, a, { type: i % 2 === 0 ? 'even' : 'odd', at: i, runId: i <= 3 ? 'r1' : 'r2' });
     }
@@ -81,7 +122,7 @@ describe.each(implementations)('EventLog contract: %s', (_name, create) => {
   });
 
   it('follow replays, then wakes on each append, and ends without throwing on abort', async () => {
-    const log = create();
+    const log: EventLog & { close?: () => void } = await create();
     log.append({}, a, { type: 'old', at: 1 });
     const stop = new AbortController();
     const seen: number[] = [];
@@ -99,7 +140,7 @@ describe.each(implementations)('EventLog contract: %s', (_name, create) => {
   });
 
   it('follow with a type filter skips other events and still sees later matches', async () => {
-    const log = create();
+    const log: EventLog & { close?: () => void } = await create();
     for (let i = 0; i < 5; i++) log.append({}, a, { type: 'noise', at: i });
     const stop = new AbortController();
     const followed = log.follow({ signal: stop.signal }, a, { types: ['wanted'] });
@@ -112,8 +153,8 @@ describe.each(implementations)('EventLog contract: %s', (_name, create) => {
     log.close?.();
   });
 
-  it('hasRun tells a run that logged in this session from one that never did', () => {
-    const log = create();
+  it('hasRun tells a run that logged in this session from one that never did', async () => {
+    const log: EventLog & { close?: () => void } = await create();
     log.append({}, a, { type: 'x', at: 1, runId: 'r1' });
     expect(log.hasRun({}, a, 'r1')).toBe(true);
     expect(log.hasRun({}, a, 'r2')).toBe(false);

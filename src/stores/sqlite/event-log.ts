@@ -9,6 +9,7 @@ import { setMaxListeners } from 'node:events';
 import { createIdSequence } from '../../ids.js';
 import { InvalidArgumentError, RunplaneError } from '../../errors.js';
 import type { EventLog, ReadOptions, RunplaneEvent, SessionKey } from '../../events/event-log.js';
+import { matchesReadOptions, toPayloadJson, toStoredEvent } from '../../events/stored-event.js';
 import { applySqliteMigrations, openSqliteDatabase, type SqliteMigration } from './database.js';
 
 /** Options of {@link createSqliteEventLog}: give `path` or an open `database`. */
@@ -130,21 +131,6 @@ const storeFailed = (operation: string, cause: unknown): RunplaneError =>
         `event log ${operation} failed: ${cause instanceof Error ? cause.message : String(cause)}`,
         { cause },
       );
-
-/** JSON of a payload; one that cannot be serialized is logged as a note saying so, never lost. */
-const payloadJson = (payload: Readonly<Record<string, unknown>>): string => {
-  try {
-    return JSON.stringify(payload);
-  } catch (error) {
-    return JSON.stringify({
-      unserializable: error instanceof Error ? error.message : String(error),
-    });
-  }
-};
-
-const matches = (event: RunplaneEvent, options: ReadOptions): boolean =>
-  (options.runId === undefined || event.runId === options.runId) &&
-  (options.types === undefined || options.types.includes(event.type));
 
 const count = (name: string, value: number | undefined, fallback: number, min: number) => {
   const n = value ?? fallback;
@@ -404,16 +390,8 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
   return {
     append(_ctx, key, event) {
       const state = stateOf(key);
-      const stored: RunplaneEvent = {
-        seq: state.lastSeq + 1,
-        id: nextEventId(),
-        sessionId: key.sessionId,
-        runId: event.runId,
-        type: event.type,
-        payload: event.payload ?? {},
-        at: event.at,
-      };
-      const json = payloadJson(stored.payload);
+      const stored = toStoredEvent(key, state.lastSeq + 1, nextEventId(), event);
+      const json = toPayloadJson(stored.payload);
       try {
         insert.run(
           key.ownerId,
@@ -458,7 +436,7 @@ export function createSqliteEventLog(options: SqliteEventLogOptions): SqliteEven
           const event = state.tail[after + 1 - first.seq];
           if (event !== undefined) {
             after = event.seq;
-            if (matches(event, followOptions)) {
+            if (matchesReadOptions(event, followOptions)) {
               yield event;
               if (stopped()) return;
             }

@@ -1,0 +1,186 @@
+/**
+ * One runplane instance of a cluster on Redis (docs/architecture.md, "Cluster on Redis"): its
+ * session leases, the outboxes of the sessions it holds with their shipper, and the event log
+ * that reads the Streams. A later phase wires it into `runplane serve`; nothing else uses it yet.
+ *
+ * The rule it keeps: one writer per session. An instance writes a session only while it holds
+ * the session's lease; every batch carries the lease's fence and Redis refuses a stale one. When
+ * the instance learns it lost a session (a renew refused, its local deadline passed, a batch
+ * refused, the outbox overflowed), it stops the session's outbox, forgets its mirror and calls
+ * `onLost` once.
+ *
+ * @module
+ * @internal
+ */
+import { StaleFenceError, type RunplaneError } from '../errors.js';
+import { toSessionKeyString, type EventLog, type SessionKey } from '../events/event-log.js';
+import { resolveClusterOptions, type ClusterInstanceOptions } from './cluster-options.js';
+import { createOutbox, type RecordOp } from './outbox.js';
+import { createRedisEventLog, type SessionMirror } from './redis-event-log.js';
+import { defineClusterScripts } from './scripts.js';
+import { createSessionLeases, type LeaseGrant } from './session-lease.js';
+import { createShipper } from './shipper.js';
+import { createTailWatcher } from './tail-watcher.js';
+
+/** @internal One instance of a cluster. */
+export interface ClusterInstance {
+  readonly instanceId: string;
+  /** The event log: writes for sessions held here, reads for any session. */
+  readonly eventLog: EventLog;
+  /**
+   * Takes the session's lease when nobody holds it, and loads the session's mirror (its stored
+   * `seq` and run ids) before answering.
+   */
+  acquire(key: SessionKey): Promise<LeaseGrant>;
+  /** The fence this instance holds the session under, or `undefined`. */
+  fenceOf(key: SessionKey): number | undefined;
+  /**
+   * Queues a change to the session's records, shipped in order with its events.
+   *
+   * @throws {@link StaleFenceError} (`STALE_FENCE`) when the session is not held here
+   * @throws `OutboxFullError` (`OUTBOX_FULL`) past the outbox's bound (the session is then lost)
+   */
+  write(key: SessionKey, op: RecordOp): void;
+  /**
+   * Resolves once every write queued so far for the session is in Redis.
+   *
+   * @throws {@link StaleFenceError} (`STALE_FENCE`, rejected) when the session is or gets lost
+   */
+  flushed(key: SessionKey): Promise<void>;
+  /**
+   * Ships what is queued, then gives the lease back (compare-and-delete).
+   *
+   * @returns whether the lease was still this instance's in Redis
+   */
+  release(key: SessionKey): Promise<boolean>;
+  /** Renews every held lease now (the timer does so every TTL/3). */
+  renew(): Promise<void>;
+  /** Stops timers and the subscriber connection; held leases expire in Redis. */
+  close(): Promise<void>;
+}
+
+/**
+ * @internal Creates a cluster instance on `options.redis`.
+ *
+ * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`) for a bad option (see {@link ClusterInstanceOptions})
+ */
+export function createClusterInstance(options: ClusterInstanceOptions): ClusterInstance {
+  const resolved = resolveClusterOptions(options);
+  const scripts = defineClusterScripts(resolved.redis);
+  const mirrors = new Map<string, SessionMirror>();
+  const watcher = createTailWatcher(resolved);
+
+  /** Forgets a session this instance held under `fence`, once; tells `onLost` when asked. */
+  const lose = (key: SessionKey, fence: number, error: RunplaneError, tell: boolean) => {
+    const k = toSessionKeyString(key);
+    const mirror = mirrors.get(k);
+    if (mirror === undefined || mirror.outbox.fence !== fence) return;
+    mirrors.delete(k);
+    mirror.outbox.stop(error);
+    // Still held here (the outbox overflowed, or Redis refused a batch): hand the lease back, so
+    // that another instance need not wait for it to expire (compare-and-delete: a no-op when
+    // Redis already moved on).
+    if (leases.held(key)?.fence === fence) void leases.release(key).catch(() => undefined);
+    if (tell) options.onLost?.(mirror.key, error);
+  };
+
+  const leases = createSessionLeases(resolved, scripts, (lease, error) => {
+    const mirror = mirrors.get(toSessionKeyString(lease.key));
+    if (mirror !== undefined) lose(lease.key, lease.fence, error, true);
+    else options.onLost?.(lease.key, error);
+  });
+  const shipper = createShipper(
+    resolved,
+    scripts,
+    (outbox, seq) => watcher.nudge(outbox.keys.tailChannel, seq),
+    (outbox, error) => lose(outbox.key, outbox.fence, error, true),
+  );
+
+  const mirrorOf = (key: SessionKey) => mirrors.get(toSessionKeyString(key));
+  const heldMirror = (key: SessionKey): SessionMirror => {
+    const mirror = mirrorOf(key);
+    if (mirror === undefined) throw new StaleFenceError(key.ownerId, key.sessionId, 0, 'not_held');
+    return mirror;
+  };
+
+  /** Loads the mirror of a session just acquired: its stored `seq` and its run ids. */
+  const load = async (key: SessionKey): Promise<void> => {
+    const lease = leases.held(key);
+    if (lease === undefined) return;
+    const [[seqError, seq], [runsError, runIds]] = ((await resolved.redis
+      .pipeline()
+      .get(lease.keys.seq)
+      .smembers(lease.keys.eventRuns)
+      .exec()) ?? [
+      [new Error('no reply'), null],
+      [null, []],
+    ]) as [[Error | null, string | null], [Error | null, string[]]];
+    if (seqError !== null) throw seqError;
+    if (runsError !== null) throw runsError;
+    if (leases.held(key) !== lease) return; // lost while loading
+    const outbox = createOutbox(
+      lease,
+      Number(seq ?? 0),
+      { maxEntries: resolved.maxOutboxEntries, maxBytes: resolved.maxOutboxBytes },
+      (box) => shipper.schedule(box),
+      (box, error) => lose(box.key, box.fence, error, true),
+    );
+    mirrors.set(toSessionKeyString(key), {
+      key: lease.key,
+      outbox,
+      lastSeq: outbox.ackedSeq,
+      runIds: new Set(runIds),
+    });
+  };
+
+  return {
+    instanceId: resolved.instanceId,
+    eventLog: createRedisEventLog(resolved, watcher, mirrorOf),
+
+    async acquire(key) {
+      const grant = await leases.acquire(key);
+      if (grant.acquired && mirrorOf(key) === undefined) {
+        try {
+          await load(key);
+        } catch (error) {
+          await leases.release(key).catch(() => undefined);
+          throw error;
+        }
+      }
+      return grant;
+    },
+
+    fenceOf: (key) => mirrorOf(key)?.outbox.fence,
+
+    write(key, op) {
+      heldMirror(key).outbox.enqueueOp(op);
+    },
+
+    async flushed(key) {
+      await heldMirror(key).outbox.flushed();
+    },
+
+    async release(key) {
+      const mirror = mirrorOf(key);
+      if (mirror !== undefined) {
+        await mirror.outbox.flushed().catch(() => undefined);
+        const { fence } = mirror.outbox;
+        if (mirrors.get(toSessionKeyString(key)) === mirror) {
+          mirrors.delete(toSessionKeyString(key));
+          mirror.outbox.stop(
+            new StaleFenceError(key.ownerId, key.sessionId, fence, 'not_held', 'released'),
+          );
+        }
+      }
+      return leases.release(key);
+    },
+
+    renew: () => leases.renew(),
+
+    async close() {
+      leases.close();
+      shipper.close();
+      await watcher.close();
+    },
+  };
+}
