@@ -21,7 +21,7 @@ import type { RunStatus } from '../../machines/run.types.js';
 import type { Clock } from '../clock.js';
 import { guardRunMetrics, guardTracer } from './guarded-telemetry.js';
 import type { RunMetrics } from './run-metrics.js';
-import { currentTraceParent, setLiveRunSpan } from './run-spans.js';
+import { callerLinksOf, currentTraceParent, setLiveRunSpan } from './run-spans.js';
 
 /** @internal What telemetry reads of a run. */
 export interface ObservedRun {
@@ -100,7 +100,12 @@ export class RunTelemetry {
       run.parentRunId === undefined ? undefined : this.#runs.get(run.parentRunId)?.span;
     const parent =
       parentSpan === undefined ? currentTraceParent() : trace.setSpan(context.active(), parentSpan);
-    const span = this.tracer.startSpan('runplane.run', { startTime: this.clock.now() }, parent);
+    const links = callerLinksOf(parent);
+    const span = this.tracer.startSpan(
+      'runplane.run',
+      { startTime: this.clock.now(), ...(links === undefined ? {} : { links }) },
+      parent,
+    );
     if (!span.isRecording()) return;
     span.setAttribute('runplane.run.id', run.id);
     span.setAttribute('runplane.session.id', run.sessionId);

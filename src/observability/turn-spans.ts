@@ -6,7 +6,8 @@
  *
  * A turn's parent is the trace context that was active when its first item was pushed (an
  * HTTP request's `traceparent`), with span links to the contexts of its other items; a turn
- * whose first item carried none is a root span. The loop itself was created in some earlier
+ * whose first item carried none is a root span (`runplane serve --traceparent link`: a root
+ * span linked to every item's caller). The loop itself was created in some earlier
  * context (the first request's), which a turn never inherits. Only object items carry a
  * context (kept in a WeakMap, as long as the item lives); a primitive item carries none.
  *
@@ -14,7 +15,6 @@
  */
 import {
   context,
-  isSpanContextValid,
   ROOT_CONTEXT,
   trace,
   type Context,
@@ -22,7 +22,7 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import type { RunTelemetry } from './run-telemetry.js';
-import { withTraceParent } from './run-spans.js';
+import { tracedCallerOf, withTraceParent } from './run-spans.js';
 
 /** @internal The turn spans of one TurnLoop. */
 export class TurnSpans {
@@ -47,16 +47,13 @@ export class TurnSpans {
   pushed(item: unknown): void {
     if (this.#telemetry === undefined || typeof item !== 'object' || item === null) return;
     const active = context.active();
-    const spanContext = trace.getSpanContext(active);
-    if (spanContext !== undefined && isSpanContextValid(spanContext)) {
-      this.#pushedIn.set(item, active);
-    }
+    if (tracedCallerOf(active) !== undefined) this.#pushedIn.set(item, active);
   }
 
   /**
    * The turn began planning with `items` offered (in push order): its span starts, a child of
-   * the first item's push context (a root span when that item carried none), linked to the
-   * other items' contexts.
+   * the first item's push context (a root span when that item carried none, or carried its
+   * caller as a link only), linked to the other items' contexts.
    */
   begin(turnId: string, items: readonly unknown[]): void {
     const telemetry = this.#telemetry;
@@ -64,16 +61,15 @@ export class TurnSpans {
     const contexts = items.map((item) =>
       typeof item === 'object' && item !== null ? this.#pushedIn.get(item) : undefined,
     );
-    const parent = contexts[0];
+    const first = contexts[0];
+    const parent = first !== undefined && trace.getSpan(first) !== undefined ? first : undefined;
     const links: Link[] = [];
     const seen = new Set<string>();
-    const parentSpanId = parent === undefined ? undefined : trace.getSpanContext(parent)?.spanId;
-    for (const pushedIn of contexts.slice(1)) {
-      const spanContext = pushedIn === undefined ? undefined : trace.getSpanContext(pushedIn);
-      if (spanContext === undefined || spanContext.spanId === parentSpanId) continue;
-      if (seen.has(spanContext.spanId)) continue;
-      seen.add(spanContext.spanId);
-      links.push({ context: spanContext });
+    for (const pushedIn of contexts) {
+      const caller = pushedIn === undefined ? undefined : tracedCallerOf(pushedIn);
+      if (caller === undefined || seen.has(caller.spanId)) continue;
+      seen.add(caller.spanId);
+      if (pushedIn !== parent) links.push({ context: caller });
     }
     const span = telemetry.tracer.startSpan(
       'runplane.turn',
@@ -91,7 +87,7 @@ export class TurnSpans {
   /** Prepares the turn's run (`fn`) inside the turn's span. */
   prepare<T>(turnId: string, fn: () => T): T {
     const span = this.#spans.get(turnId);
-    return span === undefined ? fn() : withTraceParent(trace.setSpan(context.active(), span), fn);
+    return span === undefined ? fn() : withTraceParent(trace.setSpan(ROOT_CONTEXT, span), fn);
   }
 
   /** The turn's run started: its id on the span; a pending preempt's latency is recorded. */

@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError, RunplaneError } from '../errors.js';
 import { logFormats, logLevels } from '../observability/logger.js';
+import { traceparentModes } from './serve-observability.js';
 import { serveUntilSignal, startServer, type ServeOptions } from './serve.js';
 
 /** The options part of the help of `runplane serve` (`runplane --help` lists it too). */
@@ -53,6 +54,9 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
                             pretty (for a terminal) or none
   --log-level <level>       lowest level logged: fatal, error, RUNPLANE_LOG_LEVEL (default info)
                             warn, info, debug, trace, silent
+  --traceparent <mode>      a request's traceparent is the   RUNPLANE_TRACEPARENT (default parent)
+                            runs' parent, a link (our sampler
+                            decides) or ignored: parent, link, ignore
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
@@ -137,6 +141,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'metrics-port': { type: 'string' },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
+      traceparent: { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
     },
@@ -167,6 +172,11 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
   );
   const logFormat = oneOf('log-format', pick('log-format', 'RUNPLANE_LOG_FORMAT'), logFormats);
   const logLevel = oneOf('log-level', pick('log-level', 'RUNPLANE_LOG_LEVEL'), logLevels);
+  const traceparent = oneOf(
+    'traceparent',
+    pick('traceparent', 'RUNPLANE_TRACEPARENT'),
+    traceparentModes,
+  );
   const metricsToken = values['metrics-token'] ?? env.RUNPLANE_METRICS_TOKEN;
   if (metricsToken !== undefined && metricsToken.trim() === '') {
     throw new InvalidArgumentError(
@@ -297,6 +307,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     metricsPort: integer('metrics-port', pick('metrics-port', 'RUNPLANE_METRICS_PORT'), 0, 65_535),
     logFormat,
     logLevel,
+    traceparent,
     openai:
       baseURL === undefined || model === undefined
         ? undefined

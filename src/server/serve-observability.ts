@@ -21,6 +21,7 @@ import type { DestinationStream, Logger } from 'pino';
 import { InvalidArgumentError } from '../errors.js';
 import type { EventLog } from '../events/event-log.js';
 import { registerTraceContext } from '../observability/async-context.js';
+import { withCallerLink } from '../observability/run-spans.js';
 import { createServeLogger, type LogFormat, type LogLevel } from '../observability/logger.js';
 import { createPrometheusMetrics } from '../observability/prometheus-metrics.js';
 import {
@@ -40,7 +41,20 @@ export interface ServeObservabilityOptions {
   readonly logFormat?: LogFormat | undefined;
   readonly logLevel?: LogLevel | undefined;
   readonly logDestination?: DestinationStream | undefined;
+  /** What a request's `traceparent` is to the runs it starts. @default 'parent' */
+  readonly traceparent?: TraceparentMode | undefined;
 }
+
+/**
+ * What a request's `traceparent` is to the runs (and loop turns) it starts: `parent` (their
+ * parent: the caller's sampled flag decides whether they record, under the usual ParentBased
+ * sampler), `link` (a root span, sampled by this process, with a span link to the caller), or
+ * `ignore` (a root span, no link).
+ */
+export type TraceparentMode = 'parent' | 'link' | 'ignore';
+
+/** The {@link TraceparentMode}s, for validation. */
+export const traceparentModes: readonly TraceparentMode[] = ['parent', 'link', 'ignore'];
 
 /** What a metrics token may be: 8-256 visible ASCII characters, as a user token. */
 const metricsTokenPattern = /^[\x21-\x7e]{8,256}$/;
@@ -84,12 +98,19 @@ const urlOf = (address: AddressInfo) =>
 /**
  * Creates the observability of one server (see the module note).
  *
- * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `metricsPort` or a
- *   `metricsToken` that is not 8-256 visible ASCII characters
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad `metricsPort`, a
+ *   `metricsToken` that is not 8-256 visible ASCII characters, or an unknown `traceparent`
  * @internal
  */
 export function createServeObservability(options: ServeObservabilityOptions): ServeObservability {
   const { metricsPort, metricsToken } = options;
+  const traceparent = options.traceparent ?? 'parent';
+  if (!traceparentModes.includes(traceparent)) {
+    throw new InvalidArgumentError(
+      'traceparent',
+      `expected \`traceparent\` to be one of ${traceparentModes.join(', ')}, got ${JSON.stringify(traceparent)}`,
+    );
+  }
   if (
     metricsPort !== undefined &&
     !(Number.isInteger(metricsPort) && metricsPort >= 0 && metricsPort <= 65_535)
@@ -171,8 +192,15 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
     observe(fetch) {
       return async (request) => {
         const startedAt = performance.now();
-        const parent = propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
-        const incoming = trace.getSpanContext(parent);
+        const extracted =
+          traceparent === 'ignore'
+            ? ROOT_CONTEXT
+            : propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
+        const incoming = trace.getSpanContext(extracted);
+        const parent =
+          traceparent === 'link' && incoming !== undefined
+            ? withCallerLink(ROOT_CONTEXT, incoming)
+            : extracted;
         // A trace the caller records (its sampled flag is set); none otherwise.
         const traceId =
           incoming !== undefined && (incoming.traceFlags & TraceFlags.SAMPLED) !== 0

@@ -45,7 +45,7 @@ import {
   type RequestHead,
 } from './connections.js';
 import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
-import { createServeObservability } from './serve-observability.js';
+import { createServeObservability, type TraceparentMode } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
@@ -165,6 +165,12 @@ export interface ServeOptions {
   readonly logLevel?: LogLevel;
   /** Where request and run lines go. @default stdout */
   readonly logDestination?: { write(line: string): void };
+  /**
+   * What a request's `traceparent` is to the runs it starts: `parent` (the caller's sampled
+   * flag decides whether they record), `link` (root spans this process samples, linked to the
+   * caller) or `ignore`. @default 'parent'
+   */
+  readonly traceparent?: TraceparentMode;
 }
 
 /** A running server. */

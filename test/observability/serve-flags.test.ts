@@ -51,7 +51,21 @@ describe('observability flags', () => {
     expect(() => parseServeArgs(['--log-level', 'loud'], {})).toThrow(/`log-level`/);
     expect(() => parseServeArgs(['--metrics-port', '70000'], {})).toThrow(/`metrics-port`/);
     expect(() => parseServeArgs(['--metrics-token', ' '], {})).toThrow(/`--metrics-token`/);
-    for (const flag of ['--metrics-token', '--metrics-port', '--log-format', '--log-level']) {
+    expect(parseServeArgs([], {}).traceparent).toBeUndefined();
+    expect(parseServeArgs([], { RUNPLANE_TRACEPARENT: 'link' }).traceparent).toBe('link');
+    expect(
+      parseServeArgs(['--traceparent', 'ignore'], { RUNPLANE_TRACEPARENT: 'link' }).traceparent,
+    ).toBe('ignore');
+    expect(() => parseServeArgs(['--traceparent', 'child'], {})).toThrow(
+      'expected `traceparent` to be one of parent, link, ignore, got "child"',
+    );
+    for (const flag of [
+      '--metrics-token',
+      '--metrics-port',
+      '--log-format',
+      '--log-level',
+      '--traceparent',
+    ]) {
       expect(serveOptionsUsage).toContain(flag);
     }
   });

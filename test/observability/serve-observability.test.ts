@@ -52,8 +52,8 @@ const boot = async (options: Parameters<typeof startServer>[0]) => {
   return { server, lines, logged };
 };
 
-/** Starts one run over the socket with a sampled `traceparent`; resolves when it completed. */
-async function runOne(s: RunningServer) {
+/** Starts one run over the socket with a `traceparent` (sampled unless `flags` says); resolves when it completed. */
+async function runOne(s: RunningServer, flags = '01') {
   const completed = new Promise<RunplaneEvent>((resolve) =>
     s.runtime.onEvent((event) => {
       if (event.type === 'run.completed') resolve(event);
@@ -64,7 +64,7 @@ async function runOne(s: RunningServer) {
   const { session_id: sessionId } = (await session.json()) as { session_id: string };
   const sent = await fetch(`${s.url}/api/sessions/${sessionId}/events`, {
     method: 'POST',
-    headers: { ...headers, traceparent: `00-${traceId}-${callerSpanId}-01` },
+    headers: { ...headers, traceparent: `00-${traceId}-${callerSpanId}-${flags}` },
     body: JSON.stringify({ events: [{ type: 'user.message', payload: { text: 'hi' } }] }),
   });
   expect(sent.status).toBe(200);
@@ -168,5 +168,36 @@ describe('runplane serve observability', () => {
       headers: { authorization: `Bearer ${METRICS_TOKEN}` },
     });
     expect(answer.status).toBe(404);
+  });
+
+  it('--traceparent: parent (the caller samples), link (a root span linked to the caller), ignore', async () => {
+    const agent = { execute: () => Promise.resolve({ reply: 'ok' }) };
+    const runSpanOf = (runId: string | undefined) =>
+      recorder
+        .spans()
+        .find(
+          (span) => span.name === 'runplane.run' && span.attributes['runplane.run.id'] === runId,
+        );
+    const { server: parent } = await boot({ agent });
+    // The caller's unsampled flag suppresses our run span; its sampled flag records it.
+    expect(runSpanOf((await runOne(parent, '00')).event.runId)).toBeUndefined();
+    const sampled = runSpanOf((await runOne(parent, '01')).event.runId);
+    expect(sampled?.parentSpanContext?.spanId).toBe(callerSpanId);
+    await parent.shutdown({ graceMs: 0 });
+
+    const { server: link } = await boot({ agent, traceparent: 'link' });
+    const linked = runSpanOf((await runOne(link, '00')).event.runId);
+    expect(linked?.parentSpanContext).toBeUndefined();
+    expect(linked?.spanContext().traceId).not.toBe(traceId);
+    expect(linked?.links.map((l) => [l.context.traceId, l.context.spanId])).toEqual([
+      [traceId, callerSpanId],
+    ]);
+    await link.shutdown({ graceMs: 0 });
+
+    const { server: ignore } = await boot({ agent, traceparent: 'ignore' });
+    const ignored = runSpanOf((await runOne(ignore, '01')).event.runId);
+    expect(ignored?.parentSpanContext).toBeUndefined();
+    expect(ignored?.spanContext().traceId).not.toBe(traceId);
+    expect(ignored?.links).toEqual([]);
   });
 });
