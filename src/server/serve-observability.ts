@@ -14,7 +14,7 @@ import {
   propagation,
   ROOT_CONTEXT,
   trace,
-  TraceFlags,
+  type Context,
   type TextMapGetter,
 } from '@opentelemetry/api';
 import type { DestinationStream, Logger } from 'pino';
@@ -186,26 +186,33 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
     );
   };
 
+  /**
+   * The context a request runs in: the active one when it holds a recording span (an HTTP
+   * instrumentation of the application made a server span, having read `traceparent` itself),
+   * else the request's `traceparent` as `--traceparent` says.
+   */
+  const requestContext = (headers: Headers): Context => {
+    const active = context.active();
+    if (trace.getSpan(active)?.isRecording() === true) return active;
+    if (traceparent === 'ignore') return ROOT_CONTEXT;
+    const extracted = propagation.extract(ROOT_CONTEXT, headers, headerGetter);
+    const caller = trace.getSpanContext(extracted);
+    return traceparent === 'link' && caller !== undefined
+      ? withCallerLink(ROOT_CONTEXT, caller)
+      : extracted;
+  };
+
   return {
     runMetrics,
     logger,
     observe(fetch) {
       return async (request) => {
         const startedAt = performance.now();
-        const extracted =
-          traceparent === 'ignore'
-            ? ROOT_CONTEXT
-            : propagation.extract(ROOT_CONTEXT, request.headers, headerGetter);
-        const incoming = trace.getSpanContext(extracted);
-        const parent =
-          traceparent === 'link' && incoming !== undefined
-            ? withCallerLink(ROOT_CONTEXT, incoming)
-            : extracted;
-        // A trace the caller records (its sampled flag is set); none otherwise.
-        const traceId =
-          incoming !== undefined && (incoming.traceFlags & TraceFlags.SAMPLED) !== 0
-            ? incoming.traceId
-            : undefined;
+        const parent = requestContext(request.headers);
+        // Only a span this process records may put its trace id in our logs: a caller's
+        // `traceparent` alone would let any client write any id there.
+        const active = trace.getSpan(parent);
+        const traceId = active?.isRecording() === true ? active.spanContext().traceId : undefined;
         let status = 500;
         try {
           const response =

@@ -7,10 +7,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { trace } from '@opentelemetry/api';
+import { context, trace } from '@opentelemetry/api';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createReActAgent, createScriptedModel, type RunplaneEvent } from '../../src/index.js';
+import { createServeObservability } from '../../src/server/serve-observability.js';
 import { startServer, type RunningServer } from '../../src/server/serve.js';
 import { createSpanRecorder } from './span-recorder.js';
 
@@ -129,12 +130,9 @@ describe('runplane serve observability', () => {
       (line) =>
         line.msg === 'request' && line.method === 'POST' && String(line.path).endsWith('/events'),
     );
-    expect(requestLine).toMatchObject({
-      level: 30,
-      status: 200,
-      trace_id: traceId,
-      service: 'runplane',
-    });
+    expect(requestLine).toMatchObject({ level: 30, status: 200, service: 'runplane' });
+    // No span of ours records the request itself: the caller's trace id stays out of its line.
+    expect(requestLine).not.toHaveProperty('trace_id');
     expect(typeof requestLine?.duration_ms).toBe('number');
     expect(
       logged.find((line) => line.msg === 'request' && line.path === '/api/sessions'),
@@ -199,5 +197,32 @@ describe('runplane serve observability', () => {
     expect(ignored?.parentSpanContext).toBeUndefined();
     expect(ignored?.spanContext().traceId).not.toBe(traceId);
     expect(ignored?.links).toEqual([]);
+  });
+
+  it("a request line names a trace only when a recording span is active in the request's context", async () => {
+    const logged: Array<Record<string, unknown>> = [];
+    const observability = createServeObservability({
+      logFormat: 'json',
+      logDestination: { write: (line) => logged.push(JSON.parse(line) as Record<string, unknown>) },
+    });
+    let seen: string | undefined;
+    const observed = observability.observe(() => {
+      seen = trace.getSpan(context.active())?.spanContext().spanId;
+      return new Response('ok');
+    });
+    const request = () =>
+      new Request('http://localhost/api/sessions', {
+        headers: { traceparent: `00-${traceId}-${callerSpanId}-01` },
+      });
+    await observed(request());
+    expect(logged[0]).not.toHaveProperty('trace_id');
+    expect(seen).toBe(callerSpanId);
+
+    // An application's HTTP instrumentation made a server span: it is kept, and logged.
+    const server = recorder.tracer.startSpan('GET /api/sessions');
+    await context.with(trace.setSpan(context.active(), server), () => observed(request()));
+    server.end();
+    expect(logged[1]).toMatchObject({ trace_id: server.spanContext().traceId });
+    expect(seen).toBe(server.spanContext().spanId);
   });
 });
