@@ -88,7 +88,7 @@ export interface ServeObservability {
    * @returns the URL of `/metrics`, or `undefined` when it is off
    */
   listen(host: string, main: AddressInfo): Promise<string | undefined>;
-  /** Stops the metrics listener. */
+  /** Stops the metrics listener and flushes the log lines still buffered (at most 2 s). */
   close(): Promise<void>;
 }
 
@@ -129,10 +129,12 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
     );
   }
   registerTraceContext();
-  const logger = createServeLogger(options.logFormat ?? 'none', {
+  const serveLogger = createServeLogger(options.logFormat ?? 'none', {
     level: options.logLevel,
     destination: options.logDestination,
+    onDrop: () => prometheus?.logLineDropped(),
   });
+  const logger = serveLogger?.logger;
   const enabled = options.metricsToken !== undefined || options.metricsPort !== undefined;
   let openStreams = () => 0;
   const logRunEnd = (status: string, cause: string, run: EndedRun) =>
@@ -250,6 +252,8 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
       return urlOf(await listen(server, metricsPort, host));
     },
     async close() {
+      // The last lines (run ends of the shutdown) leave the buffer; a stalled reader gets 2 s.
+      await serveLogger?.flush(2_000);
       if (server === undefined) return;
       const stopped = stopListening(server);
       server.closeAllConnections();

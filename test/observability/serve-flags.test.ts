@@ -72,7 +72,7 @@ describe('observability flags', () => {
 
   it('logs JSON lines with levels, or text for a terminal, or nothing', () => {
     const json: string[] = [];
-    createServeLogger('json', { destination: { write: (line) => json.push(line) } })?.info(
+    createServeLogger('json', { destination: { write: (line) => json.push(line) } })?.logger.info(
       { run_id: 'r1' },
       'run ended',
     );
@@ -82,7 +82,7 @@ describe('observability flags', () => {
     const logger = createServeLogger('pretty', {
       level: 'warn',
       destination: { write: (line) => pretty.push(line) },
-    });
+    })?.logger;
     logger?.info('not at warn');
     logger?.warn({ run_id: 'r2' }, 'run ended');
     expect(pretty).toHaveLength(1);
