@@ -50,6 +50,7 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
                             behind this bearer token
   --metrics-port <port>     serve GET /metrics on a port     RUNPLANE_METRICS_PORT (default: /metrics off)
                             of its own (with --metrics-token: behind it there too)
+  --metrics-host <host>     interface of --metrics-port      RUNPLANE_METRICS_HOST (default 127.0.0.1)
   --log-format <format>     request and run-end lines: json, RUNPLANE_LOG_FORMAT (default json)
                             pretty (for a terminal) or none
   --log-level <level>       lowest level logged: fatal, error, RUNPLANE_LOG_LEVEL (default info)
@@ -139,6 +140,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'model-max-retries': { type: 'string' },
       'metrics-token': { type: 'string' },
       'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string' },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
       traceparent: { type: 'string' },
@@ -305,6 +307,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     ),
     metricsToken,
     metricsPort: integer('metrics-port', pick('metrics-port', 'RUNPLANE_METRICS_PORT'), 0, 65_535),
+    metricsHost: pick('metrics-host', 'RUNPLANE_METRICS_HOST'),
     logFormat,
     logLevel,
     traceparent,

@@ -38,6 +38,8 @@ export interface ServeObservabilityOptions {
   readonly metricsToken?: string | undefined;
   /** Serve `/metrics` on a listener of its own on this port (0: any free one). */
   readonly metricsPort?: number | undefined;
+  /** The interface of the metrics listener. @default '127.0.0.1' */
+  readonly metricsHost?: string | undefined;
   readonly logFormat?: LogFormat | undefined;
   readonly logLevel?: LogLevel | undefined;
   readonly logDestination?: DestinationStream | undefined;
@@ -85,12 +87,17 @@ export interface ServeObservability {
    * Starts the metrics listener, if a metrics port was given.
    *
    * @param main - the main listener's address
-   * @returns the URL of `/metrics`, or `undefined` when it is off
+   * @returns the URL of `/metrics` and a warning when it answers beyond loopback with no
+   *   token, or `undefined` when it is off
    */
-  listen(host: string, main: AddressInfo): Promise<string | undefined>;
+  listen(main: AddressInfo): Promise<{ url: string; warning: string | undefined } | undefined>;
   /** Stops the metrics listener and flushes the log lines still buffered (at most 2 s). */
   close(): Promise<void>;
 }
+
+/** Whether `address` (a bound listener's) is reachable from this host only. */
+const isLoopback = (address: string) =>
+  address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
 
 const urlOf = (address: AddressInfo) =>
   `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}/metrics`;
@@ -241,15 +248,24 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
     readOpenStreams(read) {
       openStreams = read;
     },
-    async listen(host, main) {
+    async listen(main) {
       if (metricsHandler === undefined) return undefined;
-      if (metricsPort === undefined) return urlOf(main);
+      if (metricsPort === undefined) return { url: urlOf(main), warning: undefined };
       const handler = metricsHandler;
+      const host = options.metricsHost ?? '127.0.0.1';
       server = createAdaptorServer({
         fetch: (request: Request) => handler(request),
         hostname: host,
       }) as Server;
-      return urlOf(await listen(server, metricsPort, host));
+      const address = await listen(server, metricsPort, host);
+      const url = urlOf(address);
+      return {
+        url,
+        warning:
+          metricsToken === undefined && !isLoopback(address.address)
+            ? `/metrics at ${url} answers anyone who can reach ${address.address} with no token (set --metrics-token, or --metrics-host 127.0.0.1)`
+            : undefined,
+      };
     },
     async close() {
       // The last lines (run ends of the shutdown) leave the buffer; a stalled reader gets 2 s.

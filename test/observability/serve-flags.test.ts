@@ -52,6 +52,8 @@ describe('observability flags', () => {
     expect(() => parseServeArgs(['--metrics-port', '70000'], {})).toThrow(/`metrics-port`/);
     expect(() => parseServeArgs(['--metrics-token', ' '], {})).toThrow(/`--metrics-token`/);
     expect(parseServeArgs([], {}).traceparent).toBeUndefined();
+    expect(parseServeArgs(['--metrics-host', '0.0.0.0'], {}).metricsHost).toBe('0.0.0.0');
+    expect(parseServeArgs([], { RUNPLANE_METRICS_HOST: '::1' }).metricsHost).toBe('::1');
     expect(parseServeArgs([], { RUNPLANE_TRACEPARENT: 'link' }).traceparent).toBe('link');
     expect(
       parseServeArgs(['--traceparent', 'ignore'], { RUNPLANE_TRACEPARENT: 'link' }).traceparent,
@@ -65,6 +67,7 @@ describe('observability flags', () => {
       '--log-format',
       '--log-level',
       '--traceparent',
+      '--metrics-host',
     ]) {
       expect(serveOptionsUsage).toContain(flag);
     }

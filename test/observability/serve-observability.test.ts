@@ -225,4 +225,26 @@ describe('runplane serve observability', () => {
     expect(logged[1]).toMatchObject({ trace_id: server.spanContext().traceId });
     expect(seen).toBe(server.spanContext().spanId);
   });
+
+  it('--metrics-port binds --metrics-host (127.0.0.1), not --host; beyond loopback without a token it warns', async () => {
+    const warning = (lines: string[]) => lines.filter((line) => line.includes('warning'));
+    const wide = await boot({ host: '0.0.0.0', metricsPort: 0 });
+    expect(wide.server.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    expect(warning(wide.lines)).toEqual([]);
+    await wide.server.shutdown({ graceMs: 0 });
+
+    const open = await boot({ metricsPort: 0, metricsHost: '0.0.0.0' });
+    expect(open.server.metricsUrl).toMatch(/^http:\/\/0\.0\.0\.0:\d+\/metrics$/);
+    expect(warning(open.lines)).toEqual([
+      `  warning: /metrics at ${open.server.metricsUrl} answers anyone who can reach 0.0.0.0 with no token (set --metrics-token, or --metrics-host 127.0.0.1)`,
+    ]);
+    await open.server.shutdown({ graceMs: 0 });
+
+    const guarded = await boot({
+      metricsPort: 0,
+      metricsHost: '0.0.0.0',
+      metricsToken: METRICS_TOKEN,
+    });
+    expect(warning(guarded.lines)).toEqual([]);
+  });
 });
