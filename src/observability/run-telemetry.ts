@@ -20,7 +20,7 @@ import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentel
 import type { RunStatus } from '../../machines/run.types.js';
 import type { Clock } from '../clock.js';
 import { guardRunMetrics, guardTracer } from './guarded-telemetry.js';
-import type { RunMetrics } from './run-metrics.js';
+import type { EndedRun, RunMetrics } from './run-metrics.js';
 import { callerLinksOf, currentTraceParent, setLiveRunSpan } from './run-spans.js';
 
 /** @internal What telemetry reads of a run. */
@@ -151,8 +151,13 @@ export class RunTelemetry {
       return;
     }
     if (type === 'run.completed') this.#ended(run, 'COMPLETED', String(payload.reason), at);
-    else if (type === 'run.failed') this.#ended(run, 'FAILED', 'error', at, payload.error);
-    else if (type === 'run.cancelled') {
+    else if (type === 'run.failed') {
+      this.#ended(run, 'FAILED', 'error', at, {
+        // What the agent threw, cut: a message may quote whatever the agent was working on.
+        message: String(payload.error).slice(0, 500),
+        ...(typeof payload.code === 'string' ? { code: payload.code } : {}),
+      });
+    } else if (type === 'run.cancelled') {
       this.#ended(run, 'CANCELLED', String(payload.cause), at);
       const state = this.#runs.get(run.id);
       state?.span?.setAttribute('runplane.run.escalated', payload.escalated === true);
@@ -164,7 +169,13 @@ export class RunTelemetry {
     }
   }
 
-  #ended(run: ObservedRun, status: RunStatus, cause: string, at: number, error?: unknown): void {
+  #ended(
+    run: ObservedRun,
+    status: RunStatus,
+    cause: string,
+    at: number,
+    error?: EndedRun['error'],
+  ): void {
     let state = this.#runs.get(run.id);
     const span = state?.span;
     this.metrics.runEnded(status, cause, {
@@ -173,6 +184,7 @@ export class RunTelemetry {
       sessionId: run.sessionId,
       traceId: span?.spanContext().traceId,
       usage: this.usageOf(run.id),
+      ...(error === undefined ? {} : { error }),
     });
     if (status === 'CANCELLED') {
       if (state === undefined) this.#runs.set(run.id, (state = newTrace(undefined)));
@@ -185,7 +197,7 @@ export class RunTelemetry {
     else if (status === 'COMPLETED')
       span.setAttribute('runplane.run.interrupted', cause === 'interrupted');
     if (status === 'FAILED') {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: String(error) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error?.message });
     }
   }
 

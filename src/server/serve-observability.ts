@@ -153,6 +153,12 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
         status,
         cause,
         ...(run.usage === undefined ? {} : { usage: run.usage }),
+        ...(run.error === undefined
+          ? {}
+          : {
+              error: run.error.message,
+              ...(run.error.code === undefined ? {} : { code: run.error.code }),
+            }),
         ...(run.traceId === undefined ? {} : { trace_id: run.traceId }),
       },
       'run ended',

@@ -53,11 +53,11 @@ const boot = async (options: Parameters<typeof startServer>[0]) => {
   return { server, lines, logged };
 };
 
-/** Starts one run over the socket with a `traceparent` (sampled unless `flags` says); resolves when it completed. */
+/** Starts one run over the socket with a `traceparent` (sampled unless `flags` says); resolves when it ended. */
 async function runOne(s: RunningServer, flags = '01') {
   const completed = new Promise<RunplaneEvent>((resolve) =>
     s.runtime.onEvent((event) => {
-      if (event.type === 'run.completed') resolve(event);
+      if (['run.completed', 'run.failed', 'run.cancelled'].includes(event.type)) resolve(event);
     }),
   );
   const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
@@ -246,5 +246,21 @@ describe('runplane serve observability', () => {
       metricsToken: METRICS_TOKEN,
     });
     expect(warning(guarded.lines)).toEqual([]);
+  });
+
+  it("a failed run's line says its error (cut to 500 characters) and code, never its input", async () => {
+    const agent = {
+      execute: () =>
+        Promise.reject(
+          Object.assign(new Error(`model down ${'!'.repeat(1_000)}`), { code: 'MODEL_DOWN' }),
+        ),
+    };
+    const { server: s, logged } = await boot({ agent });
+    const { event } = await runOne(s);
+    expect(event.type).toBe('run.failed');
+    const line = logged.find((entry) => entry.msg === 'run ended');
+    expect(line).toMatchObject({ level: 40, status: 'FAILED', cause: 'error', code: 'MODEL_DOWN' });
+    expect(line?.error).toBe(`model down ${'!'.repeat(489)}`);
+    expect(JSON.stringify(line)).not.toContain('"hi"');
   });
 });
