@@ -282,7 +282,12 @@ export class RunTelemetry {
       span.setAttribute('gen_ai.usage.input_tokens', state.inputTokens);
       span.setAttribute('gen_ai.usage.output_tokens', state.outputTokens);
     }
-    for (const child of state.children?.values() ?? []) child.end(now);
+    // A tool call or approval still open when its run settled was cancelled with it.
+    for (const [key, child] of state.children ?? []) {
+      if (key.startsWith('approval:')) child.setAttribute('runplane.approval.outcome', 'cancelled');
+      else child.setAttribute('runplane.tool.status', 'cancelled');
+      child.end(now);
+    }
     span.end(now);
   }
 }

@@ -217,4 +217,49 @@ describe('run spans', () => {
       'lookup_v2',
     ]);
   });
+
+  it('a tool call and its approval still open when the run is cancelled end as cancelled', async () => {
+    const recorder = createSpanRecorder();
+    const clock = createTestClock(epoch);
+    const runtime = createRuntime({ clock, tracer: recorder.tracer, reportError: () => {} });
+    const book = defineTool({
+      name: 'book_flight',
+      description: 'Books a flight',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => 'booked',
+    });
+    const model = createScriptedModel(
+      [{ text: 'Booking.', toolCalls: [{ id: 'tu-1', name: 'book_flight', args: {} }] }],
+      { clock },
+    );
+    let asked!: () => void;
+    const approvalAsked = new Promise<void>((resolve) => (asked = resolve));
+    runtime.onEvent((event) => {
+      if (event.type === 'agent.approval_requested') asked();
+    });
+    const run = runtime.prepare({
+      ownerId: 'u1',
+      sessionId: 's1',
+      agent: createReActAgent({ model, tools: [book] }),
+      input: 'Book',
+    });
+    run.start();
+    await approvalAsked;
+    await run.cancel().outcome;
+    await run.termination;
+    await clock.flush();
+
+    const tool = recorder.trees()[0]?.children.find((child) => child.name !== 'chat');
+    expect(tool).toMatchObject({
+      name: 'execute_tool book_flight',
+      attributes: { 'runplane.tool.status': 'cancelled' },
+      children: [
+        {
+          name: 'runplane.approval book_flight',
+          attributes: { 'runplane.approval.outcome': 'cancelled' },
+        },
+      ],
+    });
+  });
 });
