@@ -96,6 +96,13 @@ describe('run spans', () => {
       .spans()
       .find((span) => span.attributes['runplane.run.id'] === parent.id);
     expect(parentSpan?.duration).toEqual([0, 500_000_000]);
+    // The mode by its README name; a reason only when one was given.
+    expect(parentSpan?.events[0]?.attributes).toEqual({
+      'runplane.cancel.mode': 'after_tool_calls',
+      'runplane.cancel.cause': 'cancel',
+      'runplane.cancel.reason': 'enough',
+      'runplane.cancel.recursive': false,
+    });
   });
 
   it('model calls, tool calls and approvals are child spans; usage is on the span, in run.completed and a metric', async () => {
@@ -249,6 +256,16 @@ describe('run spans', () => {
     await run.cancel().outcome;
     await run.termination;
     await clock.flush();
+    expect(
+      recorder
+        .spans()
+        .find((span) => span.name === 'runplane.run')
+        ?.events.find((event) => event.name === 'runplane.cancel_requested')?.attributes,
+    ).toEqual({
+      'runplane.cancel.mode': 'immediate',
+      'runplane.cancel.cause': 'cancel',
+      'runplane.cancel.recursive': true,
+    });
 
     const tool = recorder.trees()[0]?.children.find((child) => child.name !== 'chat');
     expect(tool).toMatchObject({
