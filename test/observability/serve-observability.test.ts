@@ -263,4 +263,13 @@ describe('runplane serve observability', () => {
     expect(line?.error).toBe(`model down ${'!'.repeat(489)}`);
     expect(JSON.stringify(line)).not.toContain('"hi"');
   });
+
+  it('the demo model spent no tokens: no usage in run.completed, the run-end line or the metric', async () => {
+    const { server: s, logged } = await boot({ agent: undefined, chunkDelayMs: 0, metricsPort: 0 });
+    const { event } = await runOne(s);
+    expect(event.payload).toEqual({ reason: 'completed' });
+    expect(logged.find((line) => line.msg === 'run ended')).not.toHaveProperty('usage');
+    const text = await (await fetch(s.metricsUrl ?? '')).text();
+    expect(sampleOf(text, 'runplane_model_tokens_total', { type: 'input' })).toBeUndefined();
+  });
 });
