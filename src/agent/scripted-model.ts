@@ -147,6 +147,8 @@ export function createScriptedModel(
   }
 
   return {
+    provider: 'runplane.scripted',
+    model: 'scripted',
     requests,
     stream(
       messages: readonly ChatMessage[],

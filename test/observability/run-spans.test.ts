@@ -176,6 +176,11 @@ describe('run spans', () => {
       ['execute_tool book_flight', 'ok'],
       ['chat', 150],
     ]);
+    expect(tree?.children[0]?.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'runplane.scripted',
+      'gen_ai.request.model': 'scripted',
+    });
     expect(tree?.children[1]?.children).toMatchObject([
       {
         name: 'runplane.approval book_flight',
