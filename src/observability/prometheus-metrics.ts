@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EndedRun, RunMetrics } from './run-metrics.js';
 
 /** The metrics of one server. */
@@ -38,12 +38,15 @@ const latencyBuckets = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
  * `runplane_runs_active`, `runplane_runs_queued`, `runplane_run_cancel_settle_seconds`,
  * `runplane_turn_preempt_next_turn_seconds`, `runplane_model_tokens_total{type}`,
  * `runplane_sse_streams_open`, `runplane_event_log_appends_total`,
- * `runplane_log_lines_dropped_total`.
+ * `runplane_log_lines_dropped_total`, and prom-client's default `process_*` and `nodejs_*`
+ * metrics.
  * @param options - {@link PrometheusMetricsOptions}
  * @returns the registry, the runtime's sink and the server's counters
  */
 export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
   const registry = new Registry();
+  // prom-client's process_* and nodejs_* metrics (CPU, memory, event loop lag, GC, handles).
+  collectDefaultMetrics({ register: registry });
   const registers = [registry];
   const started = new Counter({
     name: 'runplane_runs_started_total',

@@ -125,6 +125,9 @@ describe('runplane serve observability', () => {
       Number(sampleOf(text, 'runplane_event_log_appends_total')?.value),
     ).toBeGreaterThanOrEqual(5);
     expect(sampleOf(text, 'runplane_sse_streams_open')?.value).toBe('0');
+    // prom-client's default metrics, on the service's own registry.
+    expect(Number(sampleOf(text, 'process_resident_memory_bytes')?.value)).toBeGreaterThan(0);
+    expect(sampleOf(text, 'nodejs_eventloop_lag_seconds')).toBeDefined();
 
     const requestLine = logged.find(
       (line) =>
