@@ -55,6 +55,8 @@ export function createServeLogger(
     level: options.level ?? 'info',
     base: { service: 'runplane' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // `"level":"info"`, not pino's number 30: what log pipelines and people read.
+    formatters: { level: (label: string) => ({ level: label }) },
   };
   let dropped = 0;
   /** Bytes handed to the buffer and not yet written (or dropped). */

@@ -79,7 +79,11 @@ describe('observability flags', () => {
       { run_id: 'r1' },
       'run ended',
     );
-    expect(JSON.parse(json[0] ?? '')).toMatchObject({ level: 30, msg: 'run ended', run_id: 'r1' });
+    expect(JSON.parse(json[0] ?? '')).toMatchObject({
+      level: 'info',
+      msg: 'run ended',
+      run_id: 'r1',
+    });
 
     const pretty: string[] = [];
     const logger = createServeLogger('pretty', {

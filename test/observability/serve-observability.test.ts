@@ -133,7 +133,7 @@ describe('runplane serve observability', () => {
       (line) =>
         line.msg === 'request' && line.method === 'POST' && String(line.path).endsWith('/events'),
     );
-    expect(requestLine).toMatchObject({ level: 30, status: 200, service: 'runplane' });
+    expect(requestLine).toMatchObject({ level: 'info', status: 200, service: 'runplane' });
     // No span of ours records the request itself: the caller's trace id stays out of its line.
     expect(requestLine).not.toHaveProperty('trace_id');
     expect(typeof requestLine?.duration_ms).toBe('number');
@@ -141,7 +141,7 @@ describe('runplane serve observability', () => {
       logged.find((line) => line.msg === 'request' && line.path === '/api/sessions'),
     ).not.toHaveProperty('trace_id');
     expect(logged.find((line) => line.msg === 'run ended')).toMatchObject({
-      level: 30,
+      level: 'info',
       run_id: event.runId,
       owner_id: 'alice',
       status: 'COMPLETED',
@@ -262,7 +262,12 @@ describe('runplane serve observability', () => {
     const { event } = await runOne(s);
     expect(event.type).toBe('run.failed');
     const line = logged.find((entry) => entry.msg === 'run ended');
-    expect(line).toMatchObject({ level: 40, status: 'FAILED', cause: 'error', code: 'MODEL_DOWN' });
+    expect(line).toMatchObject({
+      level: 'warn',
+      status: 'FAILED',
+      cause: 'error',
+      code: 'MODEL_DOWN',
+    });
     expect(line?.error).toBe(`model down ${'!'.repeat(489)}`);
     expect(JSON.stringify(line)).not.toContain('"hi"');
   });
