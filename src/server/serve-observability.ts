@@ -95,6 +95,53 @@ export interface ServeObservability {
   close(): Promise<void>;
 }
 
+/** Milliseconds since `startedAt` (a `performance.now()`), to the microsecond. */
+const msSince = (startedAt: number) => Math.round((performance.now() - startedAt) * 1_000) / 1_000;
+
+/**
+ * `body` passed through as it is read (no buffering of its own), counting the SSE events in it
+ * (`data:` lines; heartbeat comments are not events); `onClose(events)` is called once, when it
+ * ends, fails or its reader goes away.
+ */
+function followStream(
+  body: ReadableStream<Uint8Array>,
+  onClose: (events: number) => void,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let events = 0;
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    onClose(events);
+  };
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) {
+            close();
+            controller.close();
+            return;
+          }
+          events += decoder.decode(value, { stream: true }).match(/^data:/gm)?.length ?? 0;
+          controller.enqueue(value);
+        } catch (error) {
+          close();
+          controller.error(error);
+        }
+      },
+      async cancel(reason) {
+        close();
+        await reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
 /** Whether `address` (a bound listener's) is reachable from this host only. */
 const isLoopback = (address: string) =>
   address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
@@ -194,7 +241,7 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
         method: request.method,
         path: pathname,
         status,
-        duration_ms: Math.round((performance.now() - startedAt) * 1_000) / 1_000,
+        duration_ms: msSince(startedAt),
         ...(traceId === undefined ? {} : { trace_id: traceId }),
       },
       'request',
@@ -235,7 +282,27 @@ export function createServeObservability(options: ServeObservabilityOptions): Se
               ? await onMainPort(request)
               : await context.with(parent, () => fetch(request));
           status = response.status;
-          return response;
+          const isStream = response.headers.get('content-type')?.startsWith('text/event-stream');
+          if (logger === undefined || response.body === null || isStream !== true) return response;
+          // The request line went out with the headers; a second line when the stream closes.
+          const body = followStream(response.body, (events) =>
+            logger.info(
+              {
+                method: request.method,
+                path: new URL(request.url).pathname,
+                status,
+                duration_ms: msSince(startedAt),
+                events,
+                ...(traceId === undefined ? {} : { trace_id: traceId }),
+              },
+              'stream closed',
+            ),
+          );
+          return new Response(body, {
+            status,
+            statusText: response.statusText,
+            headers: response.headers,
+          });
         } finally {
           logRequest(request, status, startedAt, traceId);
         }

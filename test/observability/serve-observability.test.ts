@@ -280,4 +280,41 @@ describe('runplane serve observability', () => {
     const text = await (await fetch(s.metricsUrl ?? '')).text();
     expect(sampleOf(text, 'runplane_model_tokens_total', { type: 'input' })).toBeUndefined();
   });
+
+  it('an SSE stream logs a second line when it closes: how long it was open, how many events', async () => {
+    let closedLine!: (line: Record<string, unknown>) => void;
+    const streamClosed = new Promise<Record<string, unknown>>((resolve) => (closedLine = resolve));
+    const { server: s } = await boot({
+      logDestination: {
+        write: (line) => {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          if (entry.msg === 'stream closed') closedLine(entry);
+        },
+      },
+    });
+    const { sessionId } = await runOne(s);
+    const stream = await fetch(`${s.url}/api/sessions/${sessionId}/events/stream?after=0`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    // Every event the run logged, up to its end.
+    while (!text.includes('event: run.completed')) {
+      const { value } = await reader.read();
+      text += decoder.decode(value, { stream: true });
+    }
+    const sent = text.match(/^data:/gm)?.length ?? 0;
+    await reader.cancel(); // the client goes away
+    const line = await streamClosed;
+    expect(line).toMatchObject({
+      level: 'info',
+      method: 'GET',
+      path: `/api/sessions/${sessionId}/events/stream`,
+      status: 200,
+      events: sent,
+    });
+    expect(sent).toBeGreaterThanOrEqual(5);
+    expect(typeof line.duration_ms).toBe('number');
+  });
 });
