@@ -5,27 +5,12 @@
  * `traceparent`. The loop is created by the first request, whose context no later turn may
  * inherit.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { trace } from '@opentelemetry/api';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Agent } from '../../src/run/agent.js';
-import { startServer, type RunningServer } from '../../src/server/serve.js';
-import { createSpanRecorder } from './span-recorder.js';
+import { useObservedServers } from './observed-servers.js';
 
 const TOKEN = 'loop-trace-token';
-const recorder = createSpanRecorder();
-beforeAll(() => trace.setGlobalTracerProvider(recorder.provider));
-afterAll(() => trace.disable());
-
-let server: RunningServer | undefined;
-let dir: string | undefined;
-afterEach(async () => {
-  await server?.shutdown({ graceMs: 0 });
-  server = undefined;
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
+const { recorder, start } = useObservedServers();
 
 /** An agent whose n-th call the test finishes (no time involved). */
 function createGatedAgent() {
@@ -52,15 +37,8 @@ const T4 = { traceId: '44444444444444444444444444444444', spanId: '4444444444444
 
 describe('loop session turn spans', () => {
   it("a turn's parent is the request of its first item, never the loop's first request", async () => {
-    dir = mkdtempSync(join(tmpdir(), 'runplane-loop-trace-'));
     const gated = createGatedAgent();
-    const s = (server = await startServer({
-      port: 0,
-      dbPath: join(dir, 'runplane.db'),
-      tokens: `${TOKEN}:alice`,
-      log: () => undefined,
-      agent: gated.agent,
-    }));
+    const s = await start({ tokens: `${TOKEN}:alice`, log: () => undefined, agent: gated.agent });
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
     const created = await fetch(`${s.url}/api/sessions`, {
       method: 'POST',
@@ -92,7 +70,6 @@ describe('loop session turn spans', () => {
     await say('fourth', T4);
     (await gated.called(2))();
     await s.shutdown({ graceMs: 0 });
-    server = undefined;
 
     const turns = recorder
       .spans()

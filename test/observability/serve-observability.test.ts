@@ -4,41 +4,25 @@
  * Prometheus text parser (behind its token on the main port, or on a port of its own), and
  * pino writes one JSON line per request and per run end, with the trace id.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { context, trace } from '@opentelemetry/api';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createReActAgent, createScriptedModel, type RunplaneEvent } from '../../src/index.js';
 import { createServeObservability } from '../../src/server/serve-observability.js';
-import { startServer, type RunningServer } from '../../src/server/serve.js';
-import { createSpanRecorder } from './span-recorder.js';
+import type { RunningServer, ServeOptions } from '../../src/server/serve.js';
+import { useObservedServers } from './observed-servers.js';
 
 const TOKEN = 'obs-user-token';
 const METRICS_TOKEN = 'obs-metrics-token';
 const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
 const callerSpanId = '00f067aa0ba902b7';
 
-const recorder = createSpanRecorder();
-beforeAll(() => trace.setGlobalTracerProvider(recorder.provider));
-afterAll(() => trace.disable());
+const { recorder, start } = useObservedServers();
 
-let server: RunningServer | undefined;
-let dir: string | undefined;
-afterEach(async () => {
-  await server?.shutdown({ graceMs: 0 });
-  server = undefined;
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-});
-
-const boot = async (options: Parameters<typeof startServer>[0]) => {
-  dir = mkdtempSync(join(tmpdir(), 'runplane-obs-'));
+const boot = async (options: ServeOptions) => {
   const lines: string[] = [];
   const logged: Array<Record<string, unknown>> = [];
-  server = await startServer({
-    port: 0,
-    dbPath: join(dir, 'runplane.db'),
+  const server = await start({
     tokens: `${TOKEN}:alice`,
     log: (line) => lines.push(line),
     logFormat: 'json',
@@ -161,7 +145,6 @@ describe('runplane serve observability', () => {
     // Not on the main port: the service's own 404.
     expect((await fetch(`${s.url}/metrics`)).status).toBe(404);
     await s.shutdown({ graceMs: 0 });
-    server = undefined;
 
     const { server: plain } = await boot({});
     expect(plain.metricsUrl).toBeUndefined();
