@@ -20,7 +20,7 @@ export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 's
 export type LogLevel = (typeof logLevels)[number];
 
 /** What stdout may hold unwritten before lines are dropped, in bytes (1 MiB). */
-export const logBufferBytes = 1_048_576;
+const logBufferBytes = 1_048_576;
 
 /** The server's logger and what became of its lines. */
 export interface ServeLogger {
@@ -38,7 +38,7 @@ export interface ServeLogger {
  * Creates the server's logger.
  *
  * @remarks On stdout the lines are written asynchronously through a buffer of at most
- * {@link logBufferBytes} (sonic-boom's `maxLength`): a reader that stops reading (`serve > fifo`,
+ * 1 MiB (sonic-boom's `maxLength`): a reader that stops reading (`serve > fifo`,
  * its reader stopped) costs dropped lines, counted by `dropped()` and `onDrop`, never a server
  * that blocks in a write.
  * @param format - {@link LogFormat}; `none` gives `undefined`
