@@ -65,6 +65,14 @@ export interface ChatStreamOptions {
  */
 export interface ChatModel {
   /**
+   * Who serves the model, for the `chat` span's `gen_ai.provider.name` (OpenTelemetry GenAI
+   * conventions): `openai` for {@link createOpenAIModel}, `runplane.scripted` for
+   * {@link createScriptedModel}. Optional.
+   */
+  readonly provider?: string;
+  /** The model's name, for the `chat` span's `gen_ai.request.model`. Optional. */
+  readonly model?: string;
+  /**
    * Starts one model call.
    *
    * @param messages - the whole request, instructions first

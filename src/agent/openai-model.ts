@@ -269,5 +269,5 @@ export function createOpenAIModel(options: OpenAIModelOptions): ChatModel {
     yield { type: 'finish', reason: finishReason, usage };
   }
 
-  return { stream };
+  return { provider: 'openai', model: options.model, stream };
 }

@@ -302,8 +302,11 @@ class ReActExecution {
 
   /** {@link #callModel} as a `chat` span inside the run's span, when that span records. */
   async #tracedModelCall(messageId: string, step: number): Promise<ModelTurn> {
+    const { provider, model } = this.#options.model;
     const traced = startRunChildSpan(this.#ctx.runId, 'chat', {
       'gen_ai.operation.name': 'chat',
+      ...(typeof provider === 'string' ? { 'gen_ai.provider.name': provider } : {}),
+      ...(typeof model === 'string' ? { 'gen_ai.request.model': model } : {}),
       'runplane.step': step,
       'runplane.message.id': messageId,
     });

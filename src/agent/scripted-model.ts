@@ -33,7 +33,10 @@ export interface ScriptedReply {
   readonly gateAt?: number;
   /** Throw this after streaming the chunks (instead of the finish chunk). */
   readonly error?: Error;
-  /** Reported in the finish chunk. @default zeros */
+  /**
+   * Reported in the finish chunk. @default none: a scripted reply spent no tokens, so it
+   * reports no usage (nothing in `run.completed`, no token metric)
+   */
   readonly usage?: ChatUsage;
 }
 
@@ -61,8 +64,6 @@ export interface ScriptedModel extends ChatModel {
   /** Every request received, in order. */
   readonly requests: readonly ScriptedRequest[];
 }
-
-const zeroUsage: ChatUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
 
 /**
  * Creates a model that answers request N with script entry N.
@@ -140,12 +141,14 @@ export function createScriptedModel(
       yield {
         type: 'finish',
         reason: (reply.toolCalls?.length ?? 0) > 0 ? 'tool_calls' : 'stop',
-        usage: reply.usage ?? zeroUsage,
+        ...(reply.usage === undefined ? {} : { usage: reply.usage }),
       };
     }
   }
 
   return {
+    provider: 'runplane.scripted',
+    model: 'scripted',
     requests,
     stream(
       messages: readonly ChatMessage[],

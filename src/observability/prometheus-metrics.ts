@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EndedRun, RunMetrics } from './run-metrics.js';
 
 /** The metrics of one server. */
@@ -16,6 +16,8 @@ export interface PrometheusMetrics {
   readonly runMetrics: RunMetrics;
   /** Counts one event appended to the event log. */
   eventAppended(): void;
+  /** Counts one log line dropped because stdout was not read fast enough. */
+  logLineDropped(): void;
 }
 
 /** Options of {@link createPrometheusMetrics}. */
@@ -35,12 +37,16 @@ const latencyBuckets = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
  * @remarks Names: `runplane_runs_started_total`, `runplane_runs_ended_total{status,cause}`,
  * `runplane_runs_active`, `runplane_runs_queued`, `runplane_run_cancel_settle_seconds`,
  * `runplane_turn_preempt_next_turn_seconds`, `runplane_model_tokens_total{type}`,
- * `runplane_sse_streams_open`, `runplane_event_log_appends_total`.
+ * `runplane_sse_streams_open`, `runplane_event_log_appends_total`,
+ * `runplane_log_lines_dropped_total`, and prom-client's default `process_*` and `nodejs_*`
+ * metrics.
  * @param options - {@link PrometheusMetricsOptions}
  * @returns the registry, the runtime's sink and the server's counters
  */
 export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
   const registry = new Registry();
+  // prom-client's process_* and nodejs_* metrics (CPU, memory, event loop lag, GC, handles).
+  collectDefaultMetrics({ register: registry });
   const registers = [registry];
   const started = new Counter({
     name: 'runplane_runs_started_total',
@@ -95,6 +101,11 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     help: 'Events appended to the event log.',
     registers,
   });
+  const dropped = new Counter({
+    name: 'runplane_log_lines_dropped_total',
+    help: 'Log lines dropped because stdout was not read fast enough (its buffer was full).',
+    registers,
+  });
   const input = tokens.labels({ type: 'input' });
   const output = tokens.labels({ type: 'output' });
   const runMetrics: RunMetrics = {
@@ -117,5 +128,10 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     },
     preemptToNextTurn: (durationMs) => preemptNext.observe(durationMs / 1_000),
   };
-  return { registry, runMetrics, eventAppended: () => appends.inc() };
+  return {
+    registry,
+    runMetrics,
+    eventAppended: () => appends.inc(),
+    logLineDropped: () => dropped.inc(),
+  };
 }

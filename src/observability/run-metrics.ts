@@ -18,6 +18,11 @@ export interface EndedRun {
   readonly traceId: string | undefined;
   /** Input and output tokens its model calls reported, if any. */
   readonly usage: { readonly input_tokens: number; readonly output_tokens: number } | undefined;
+  /**
+   * A failed run's error: its message (at most 500 characters) and its stable `code` when it
+   * has one (a `RunplaneError`'s, say). Never the run's input.
+   */
+  readonly error?: { readonly message: string; readonly code?: string };
 }
 
 /**

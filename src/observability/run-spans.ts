@@ -8,10 +8,14 @@
  */
 import {
   context,
+  createContextKey,
+  isSpanContextValid,
   trace,
   type Attributes,
   type Context,
+  type Link,
   type Span,
+  type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
 import type { Clock } from '../clock.js';
@@ -82,3 +86,39 @@ export function withTraceParent<T>(parent: Context, fn: () => T): T {
 
 /** @internal The parent context of a run prepared now. */
 export const currentTraceParent = (): Context => explicitParent ?? context.active();
+
+const callerLinkKey = createContextKey('runplane caller span context');
+
+/**
+ * `ctx` carrying `caller` as a span to link to rather than a parent (`runplane serve
+ * --traceparent link`): a run or turn prepared in it is a root span with a link to `caller`.
+ *
+ * @internal
+ */
+export const withCallerLink = (ctx: Context, caller: SpanContext): Context =>
+  ctx.setValue(callerLinkKey, caller);
+
+/**
+ * The links of a span started in `parent`: the caller's span context of {@link withCallerLink},
+ * only when `parent` holds no span (the link stands in for a parent; a child of another span
+ * gets none).
+ *
+ * @internal
+ */
+export function callerLinksOf(parent: Context): Link[] | undefined {
+  if (trace.getSpan(parent) !== undefined) return undefined;
+  const caller = parent.getValue(callerLinkKey) as SpanContext | undefined;
+  return caller === undefined ? undefined : [{ context: caller }];
+}
+
+/**
+ * The span context a span started in `ctx` would follow: its span's (when valid) or its caller
+ * link's; `undefined` when it carries neither.
+ *
+ * @internal
+ */
+export function tracedCallerOf(ctx: Context): SpanContext | undefined {
+  const spanContext = trace.getSpanContext(ctx);
+  if (spanContext !== undefined && isSpanContextValid(spanContext)) return spanContext;
+  return ctx.getValue(callerLinkKey) as SpanContext | undefined;
+}

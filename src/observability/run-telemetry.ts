@@ -20,8 +20,8 @@ import { context, SpanStatusCode, trace, type Span, type Tracer } from '@opentel
 import type { RunStatus } from '../../machines/run.types.js';
 import type { Clock } from '../clock.js';
 import { guardRunMetrics, guardTracer } from './guarded-telemetry.js';
-import type { RunMetrics } from './run-metrics.js';
-import { currentTraceParent, setLiveRunSpan } from './run-spans.js';
+import type { EndedRun, RunMetrics } from './run-metrics.js';
+import { callerLinksOf, currentTraceParent, setLiveRunSpan } from './run-spans.js';
 
 /** @internal What telemetry reads of a run. */
 export interface ObservedRun {
@@ -100,7 +100,12 @@ export class RunTelemetry {
       run.parentRunId === undefined ? undefined : this.#runs.get(run.parentRunId)?.span;
     const parent =
       parentSpan === undefined ? currentTraceParent() : trace.setSpan(context.active(), parentSpan);
-    const span = this.tracer.startSpan('runplane.run', { startTime: this.clock.now() }, parent);
+    const links = callerLinksOf(parent);
+    const span = this.tracer.startSpan(
+      'runplane.run',
+      { startTime: this.clock.now(), ...(links === undefined ? {} : { links }) },
+      parent,
+    );
     if (!span.isRecording()) return;
     span.setAttribute('runplane.run.id', run.id);
     span.setAttribute('runplane.session.id', run.sessionId);
@@ -146,8 +151,13 @@ export class RunTelemetry {
       return;
     }
     if (type === 'run.completed') this.#ended(run, 'COMPLETED', String(payload.reason), at);
-    else if (type === 'run.failed') this.#ended(run, 'FAILED', 'error', at, payload.error);
-    else if (type === 'run.cancelled') {
+    else if (type === 'run.failed') {
+      this.#ended(run, 'FAILED', 'error', at, {
+        // What the agent threw, cut: a message may quote whatever the agent was working on.
+        message: String(payload.error).slice(0, 500),
+        ...(typeof payload.code === 'string' ? { code: payload.code } : {}),
+      });
+    } else if (type === 'run.cancelled') {
       this.#ended(run, 'CANCELLED', String(payload.cause), at);
       const state = this.#runs.get(run.id);
       state?.span?.setAttribute('runplane.run.escalated', payload.escalated === true);
@@ -159,7 +169,13 @@ export class RunTelemetry {
     }
   }
 
-  #ended(run: ObservedRun, status: RunStatus, cause: string, at: number, error?: unknown): void {
+  #ended(
+    run: ObservedRun,
+    status: RunStatus,
+    cause: string,
+    at: number,
+    error?: EndedRun['error'],
+  ): void {
     let state = this.#runs.get(run.id);
     const span = state?.span;
     this.metrics.runEnded(status, cause, {
@@ -168,6 +184,7 @@ export class RunTelemetry {
       sessionId: run.sessionId,
       traceId: span?.spanContext().traceId,
       usage: this.usageOf(run.id),
+      ...(error === undefined ? {} : { error }),
     });
     if (status === 'CANCELLED') {
       if (state === undefined) this.#runs.set(run.id, (state = newTrace(undefined)));
@@ -180,7 +197,7 @@ export class RunTelemetry {
     else if (status === 'COMPLETED')
       span.setAttribute('runplane.run.interrupted', cause === 'interrupted');
     if (status === 'FAILED') {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: String(error) });
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error?.message });
     }
   }
 
@@ -265,7 +282,12 @@ export class RunTelemetry {
       span.setAttribute('gen_ai.usage.input_tokens', state.inputTokens);
       span.setAttribute('gen_ai.usage.output_tokens', state.outputTokens);
     }
-    for (const child of state.children?.values() ?? []) child.end(now);
+    // A tool call or approval still open when its run settled was cancelled with it.
+    for (const [key, child] of state.children ?? []) {
+      if (key.startsWith('approval:')) child.setAttribute('runplane.approval.outcome', 'cancelled');
+      else child.setAttribute('runplane.tool.status', 'cancelled');
+      child.end(now);
+    }
     span.end(now);
   }
 }

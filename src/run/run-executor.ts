@@ -88,6 +88,14 @@ export interface RunExecutorInit {
 }
 
 /** @internal One run's executor and command side (see the module note). */
+/** A cancel mode by its README name (`user.interrupt`'s `mode`), for span attributes. */
+const cancelModeNames: Readonly<Record<number, string>> = {
+  [CancelMode.Immediate]: 'immediate',
+  [CancelMode.AfterChatModel]: 'after_chat_model',
+  [CancelMode.AfterToolCalls]: 'after_tool_calls',
+  [CancelMode.AnySafePoint]: 'any_safe_point',
+};
+
 export class RunExecutor implements RunContextHost {
   readonly id: string;
   readonly ownerId: string;
@@ -199,9 +207,9 @@ export class RunExecutor implements RunContextHost {
     const contributed = this.#context()?.cancel !== before;
     if (contributed) {
       this.host.telemetry.noted(this, 'cancel_requested', {
-        'runplane.cancel.mode': request.mode,
+        'runplane.cancel.mode': cancelModeNames[request.mode] ?? String(request.mode),
         'runplane.cancel.cause': request.cause,
-        'runplane.cancel.reason': request.reason ?? '',
+        ...(request.reason ? { 'runplane.cancel.reason': request.reason } : {}),
         'runplane.cancel.recursive': request.recursive,
       });
     }

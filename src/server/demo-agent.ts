@@ -187,6 +187,8 @@ export function createDemoModel(options: DemoModelOptions = {}): ChatModel {
     );
   }
   return {
+    provider: 'runplane.scripted',
+    model: 'demo',
     stream(messages, streamOptions) {
       const plan = planDemoReply(messages);
       const reply: ScriptedReply = { text: plan.words, toolCalls: plan.toolCalls, chunkDelayMs };

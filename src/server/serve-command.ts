@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { InvalidArgumentError, RunplaneError } from '../errors.js';
 import { logFormats, logLevels } from '../observability/logger.js';
+import { traceparentModes } from './serve-observability.js';
 import { serveUntilSignal, startServer, type ServeOptions } from './serve.js';
 
 /** The options part of the help of `runplane serve` (`runplane --help` lists it too). */
@@ -49,10 +50,14 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
                             behind this bearer token
   --metrics-port <port>     serve GET /metrics on a port     RUNPLANE_METRICS_PORT (default: /metrics off)
                             of its own (with --metrics-token: behind it there too)
+  --metrics-host <host>     interface of --metrics-port      RUNPLANE_METRICS_HOST (default 127.0.0.1)
   --log-format <format>     request and run-end lines: json, RUNPLANE_LOG_FORMAT (default json)
                             pretty (for a terminal) or none
   --log-level <level>       lowest level logged: fatal, error, RUNPLANE_LOG_LEVEL (default info)
                             warn, info, debug, trace, silent
+  --traceparent <mode>      a request's traceparent is the   RUNPLANE_TRACEPARENT (default parent)
+                            runs' parent, a link (our sampler
+                            decides) or ignored: parent, link, ignore
   --openai-base-url <url>   use an OpenAI-compatible model   OPENAI_BASE_URL
   --model <name>            its model name                   RUNPLANE_MODEL   (required with a base URL)
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
@@ -135,8 +140,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'model-max-retries': { type: 'string' },
       'metrics-token': { type: 'string' },
       'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string' },
       'log-format': { type: 'string' },
       'log-level': { type: 'string' },
+      traceparent: { type: 'string' },
       'openai-base-url': { type: 'string' },
       model: { type: 'string' },
     },
@@ -167,6 +174,11 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
   );
   const logFormat = oneOf('log-format', pick('log-format', 'RUNPLANE_LOG_FORMAT'), logFormats);
   const logLevel = oneOf('log-level', pick('log-level', 'RUNPLANE_LOG_LEVEL'), logLevels);
+  const traceparent = oneOf(
+    'traceparent',
+    pick('traceparent', 'RUNPLANE_TRACEPARENT'),
+    traceparentModes,
+  );
   const metricsToken = values['metrics-token'] ?? env.RUNPLANE_METRICS_TOKEN;
   if (metricsToken !== undefined && metricsToken.trim() === '') {
     throw new InvalidArgumentError(
@@ -295,8 +307,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     ),
     metricsToken,
     metricsPort: integer('metrics-port', pick('metrics-port', 'RUNPLANE_METRICS_PORT'), 0, 65_535),
+    metricsHost: pick('metrics-host', 'RUNPLANE_METRICS_HOST'),
     logFormat,
     logLevel,
+    traceparent,
     openai:
       baseURL === undefined || model === undefined
         ? undefined

@@ -45,7 +45,7 @@ import {
   type RequestHead,
 } from './connections.js';
 import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
-import { createServeObservability } from './serve-observability.js';
+import { createServeObservability, type TraceparentMode } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
@@ -157,6 +157,12 @@ export interface ServeOptions {
   /** Serve `GET /metrics` on a listener of its own on this port (0: any free one). @default none */
   readonly metricsPort?: number;
   /**
+   * The interface of the `metricsPort` listener (not `host`: the main port may face the
+   * network while metrics stay local). Beyond loopback with no `metricsToken`, a warning is
+   * printed at start. @default '127.0.0.1'
+   */
+  readonly metricsHost?: string;
+  /**
    * One line per request and per run end: `json` (pino JSON lines), `pretty` (for a terminal)
    * or `none`. The startup lines go to `log` either way. @default 'none' (`runplane serve`: 'json')
    */
@@ -165,6 +171,12 @@ export interface ServeOptions {
   readonly logLevel?: LogLevel;
   /** Where request and run lines go. @default stdout */
   readonly logDestination?: { write(line: string): void };
+  /**
+   * What a request's `traceparent` is to the runs it starts: `parent` (the caller's sampled
+   * flag decides whether they record), `link` (root spans this process samples, linked to the
+   * caller) or `ignore`. @default 'parent'
+   */
+  readonly traceparent?: TraceparentMode;
 }
 
 /** A running server. */
@@ -388,10 +400,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const tracker = trackConnections(server);
     answerClientErrorsAsJson(server);
     let address: AddressInfo;
-    let metricsUrl: string | undefined;
+    let metrics: { url: string; warning: string | undefined } | undefined;
     try {
       address = await listen(server, port, host);
-      metricsUrl = await observability.listen(host, address);
+      metrics = await observability.listen(address);
     } catch (error) {
       await stopListening(server);
       await runtime.shutdown({ graceMs: 0 });
@@ -428,10 +440,12 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       log(`  resumed ${resumedLoops} loop session(s) from their checkpoint and log`);
     }
 
-    if (metricsUrl !== undefined) {
+    const metricsUrl = metrics?.url;
+    if (metrics !== undefined) {
       log(
-        `  metrics: ${metricsUrl}${options.metricsToken === undefined ? '' : ' (bearer: the metrics token)'}`,
+        `  metrics: ${metrics.url}${options.metricsToken === undefined ? '' : ' (bearer: the metrics token)'}`,
       );
+      if (metrics.warning !== undefined) log(`  warning: ${metrics.warning}`);
     }
     // Last, so that a reader waiting for it has every line above.
     log(`runplane serve: listening on ${url}`);

@@ -50,6 +50,8 @@ export interface BoundTurns<TItem> {
   agentStateOf(turnId: string): unknown;
   /** Forgets every turn (the loop has exited). */
   clear(): void;
+  /** An item is being pushed: its trace context is kept for its turn's span. */
+  pushed(item: unknown): void;
 }
 
 const resolved: Promise<void> = Promise.resolve();
@@ -238,7 +240,12 @@ export function bindTurn<TItem, TInput>(
       // never runs inside a loop step (it may push). A stop stops this logic: its signal (built
       // only if read) aborts and nothing is called after.
       planTurn: fromCallback<EventObject, TurnInput>(({ input, sendBack }) => {
-        spans.begin(input.turnId);
+        spans.begin(
+          input.turnId,
+          input.kind === 'input'
+            ? [...input.preemptedItems, ...input.items]
+            : [...input.interrupted, ...input.unhandled, ...input.newItems],
+        );
         const planning = new LazyAbortController();
         let live = true;
         const fail = (error: unknown) => {
@@ -418,5 +425,6 @@ export function bindTurn<TItem, TInput>(
       hosts.clear();
       spans.clear();
     },
+    pushed: (item) => spans.pushed(item),
   };
 }

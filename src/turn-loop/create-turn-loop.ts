@@ -380,6 +380,7 @@ export function createTurnLoop<TItem, TInput = unknown>(
       }
       const preempt: PreemptSpec | undefined = toSpec(parsed);
       if (strategy !== undefined) strategies.set(pushId, strategy);
+      turns.pushed(item);
       actor.send({ type: 'loop.push', pushId, item, at: clock.now(), preempt });
       strategies.delete(pushId);
       const receipt = actor.getSnapshot().context.lastPush;

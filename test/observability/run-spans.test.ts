@@ -96,6 +96,13 @@ describe('run spans', () => {
       .spans()
       .find((span) => span.attributes['runplane.run.id'] === parent.id);
     expect(parentSpan?.duration).toEqual([0, 500_000_000]);
+    // The mode by its README name; a reason only when one was given.
+    expect(parentSpan?.events[0]?.attributes).toEqual({
+      'runplane.cancel.mode': 'after_tool_calls',
+      'runplane.cancel.cause': 'cancel',
+      'runplane.cancel.reason': 'enough',
+      'runplane.cancel.recursive': false,
+    });
   });
 
   it('model calls, tool calls and approvals are child spans; usage is on the span, in run.completed and a metric', async () => {
@@ -169,6 +176,11 @@ describe('run spans', () => {
       ['execute_tool book_flight', 'ok'],
       ['chat', 150],
     ]);
+    expect(tree?.children[0]?.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'runplane.scripted',
+      'gen_ai.request.model': 'scripted',
+    });
     expect(tree?.children[1]?.children).toMatchObject([
       {
         name: 'runplane.approval book_flight',
@@ -216,5 +228,60 @@ describe('run spans', () => {
       'two\nlines',
       'lookup_v2',
     ]);
+  });
+
+  it('a tool call and its approval still open when the run is cancelled end as cancelled', async () => {
+    const recorder = createSpanRecorder();
+    const clock = createTestClock(epoch);
+    const runtime = createRuntime({ clock, tracer: recorder.tracer, reportError: () => {} });
+    const book = defineTool({
+      name: 'book_flight',
+      description: 'Books a flight',
+      parameters: z.object({}),
+      needsApproval: true,
+      execute: () => 'booked',
+    });
+    const model = createScriptedModel(
+      [{ text: 'Booking.', toolCalls: [{ id: 'tu-1', name: 'book_flight', args: {} }] }],
+      { clock },
+    );
+    let asked!: () => void;
+    const approvalAsked = new Promise<void>((resolve) => (asked = resolve));
+    runtime.onEvent((event) => {
+      if (event.type === 'agent.approval_requested') asked();
+    });
+    const run = runtime.prepare({
+      ownerId: 'u1',
+      sessionId: 's1',
+      agent: createReActAgent({ model, tools: [book] }),
+      input: 'Book',
+    });
+    run.start();
+    await approvalAsked;
+    await run.cancel().outcome;
+    await run.termination;
+    await clock.flush();
+    expect(
+      recorder
+        .spans()
+        .find((span) => span.name === 'runplane.run')
+        ?.events.find((event) => event.name === 'runplane.cancel_requested')?.attributes,
+    ).toEqual({
+      'runplane.cancel.mode': 'immediate',
+      'runplane.cancel.cause': 'cancel',
+      'runplane.cancel.recursive': true,
+    });
+
+    const tool = recorder.trees()[0]?.children.find((child) => child.name !== 'chat');
+    expect(tool).toMatchObject({
+      name: 'execute_tool book_flight',
+      attributes: { 'runplane.tool.status': 'cancelled' },
+      children: [
+        {
+          name: 'runplane.approval book_flight',
+          attributes: { 'runplane.approval.outcome': 'cancelled' },
+        },
+      ],
+    });
   });
 });

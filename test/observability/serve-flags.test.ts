@@ -51,24 +51,45 @@ describe('observability flags', () => {
     expect(() => parseServeArgs(['--log-level', 'loud'], {})).toThrow(/`log-level`/);
     expect(() => parseServeArgs(['--metrics-port', '70000'], {})).toThrow(/`metrics-port`/);
     expect(() => parseServeArgs(['--metrics-token', ' '], {})).toThrow(/`--metrics-token`/);
-    for (const flag of ['--metrics-token', '--metrics-port', '--log-format', '--log-level']) {
+    expect(parseServeArgs([], {}).traceparent).toBeUndefined();
+    expect(parseServeArgs(['--metrics-host', '0.0.0.0'], {}).metricsHost).toBe('0.0.0.0');
+    expect(parseServeArgs([], { RUNPLANE_METRICS_HOST: '::1' }).metricsHost).toBe('::1');
+    expect(parseServeArgs([], { RUNPLANE_TRACEPARENT: 'link' }).traceparent).toBe('link');
+    expect(
+      parseServeArgs(['--traceparent', 'ignore'], { RUNPLANE_TRACEPARENT: 'link' }).traceparent,
+    ).toBe('ignore');
+    expect(() => parseServeArgs(['--traceparent', 'child'], {})).toThrow(
+      'expected `traceparent` to be one of parent, link, ignore, got "child"',
+    );
+    for (const flag of [
+      '--metrics-token',
+      '--metrics-port',
+      '--log-format',
+      '--log-level',
+      '--traceparent',
+      '--metrics-host',
+    ]) {
       expect(serveOptionsUsage).toContain(flag);
     }
   });
 
   it('logs JSON lines with levels, or text for a terminal, or nothing', () => {
     const json: string[] = [];
-    createServeLogger('json', { destination: { write: (line) => json.push(line) } })?.info(
+    createServeLogger('json', { destination: { write: (line) => json.push(line) } })?.logger.info(
       { run_id: 'r1' },
       'run ended',
     );
-    expect(JSON.parse(json[0] ?? '')).toMatchObject({ level: 30, msg: 'run ended', run_id: 'r1' });
+    expect(JSON.parse(json[0] ?? '')).toMatchObject({
+      level: 'info',
+      msg: 'run ended',
+      run_id: 'r1',
+    });
 
     const pretty: string[] = [];
     const logger = createServeLogger('pretty', {
       level: 'warn',
       destination: { write: (line) => pretty.push(line) },
-    });
+    })?.logger;
     logger?.info('not at warn');
     logger?.warn({ run_id: 'r2' }, 'run ended');
     expect(pretty).toHaveLength(1);

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Registry } from 'prom-client';
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { bearerToken } from '../auth.js';
 
 const json = (
@@ -20,11 +20,14 @@ const json = (
     headers: { 'content-type': 'application/json', ...headers },
   });
 
-const sameToken = (given: string, expected: string): boolean => {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
-};
+const digestOf = (token: string) => createHash('sha256').update(token).digest();
+
+/**
+ * Compares SHA-256 digests in constant time: both are 32 bytes whatever was sent, so neither
+ * the comparison nor a length check tells a caller the token's length.
+ */
+const sameToken = (given: string, expected: Buffer): boolean =>
+  timingSafeEqual(digestOf(given), expected);
 
 /**
  * Creates the handler of `GET /metrics`.
@@ -39,6 +42,7 @@ export function createMetricsHandler(
   registry: Registry,
   token: string | undefined,
 ): (request: Request) => Promise<Response> {
+  const expected = token === undefined ? undefined : digestOf(token);
   return async (request) => {
     const { pathname } = new URL(request.url);
     if (pathname !== '/metrics') return json(404, 'not_found', 'no such route');
@@ -47,10 +51,10 @@ export function createMetricsHandler(
         allow: 'GET, HEAD',
       });
     }
-    if (token !== undefined) {
+    if (expected !== undefined) {
       // The scheme is case-insensitive (RFC 9110), as for user tokens.
       const given = bearerToken(request.headers.get('authorization')) ?? '';
-      if (!sameToken(given, token)) {
+      if (!sameToken(given, expected)) {
         return json(401, 'unauthorized', 'a valid metrics bearer token is required', {
           'www-authenticate': 'Bearer realm="runplane-metrics"',
         });
