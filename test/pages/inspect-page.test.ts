@@ -231,4 +231,27 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
       }
     }
   }, 90_000);
+  it("labels a loop session's turns by number and first message, and its loop lane by session", async () => {
+    const loopId = (await api('POST', '/api/sessions', { mode: 'loop' })).session_id as string;
+    await api('POST', `/api/sessions/${loopId}/events`, {
+      events: [{ type: 'user.message', payload: { text: 'hello from the loop' } }],
+    });
+    await advance(1_500);
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
+    await page.waitForSelector('.lane .name:has-text("turn 1 · “hello from the loop”")');
+    const lanes = await page.$$eval('.turn-loop-lane', (found) =>
+      found.map((lane) => ({
+        name: lane.querySelector('.name')!.textContent,
+        looks: Array.from(lane.querySelectorAll('.seg'), (seg) => seg.className),
+      })),
+    );
+    expect(lanes).toHaveLength(1);
+    expect(lanes[0]!.name).toBe(`loop · session ${loopId.slice(0, 8)}`);
+    // Every state of the loop is named (a look the legend explains), none is "other".
+    expect(lanes[0]!.looks.join(' ')).toContain('st-loop-turn');
+    expect(lanes[0]!.looks.join(' ')).not.toContain('st-other');
+    expect(await page.textContent('#legend')).toContain('loop turn');
+    await page.close();
+  });
 });
