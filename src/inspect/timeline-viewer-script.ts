@@ -275,10 +275,14 @@ export const timelineViewerScript = String.raw`
     return parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--label-w')) || 240;
   }
 
-  function fitPx(span) {
+  /** The width (px) a fitted track gets: the box less the label and a margin. */
+  function trackWidth() {
     var box = $('timeline').clientWidth;
-    var avail = Math.max(100, box - labelWidth() - (box < 600 ? 30 : 90));
-    return span > 0 ? avail / span : 1;
+    return Math.max(100, box - labelWidth() - (box < 600 ? 30 : 90));
+  }
+
+  function fitPx(span) {
+    return span > 0 ? trackWidth() / span : 1;
   }
 
   /** The left edge of the recent view: where activity begins within the last minute. */
@@ -325,6 +329,8 @@ export const timelineViewerScript = String.raw`
     var end = endTime();
     // A zoom keeps its origin; otherwise the view decides it (the recent view follows "now").
     if (!userZoomed) origin = view === 'recent' ? recentOrigin(end) : model.t0;
+    // A zoom while following keeps the right edge at "now": the window is what the track holds.
+    else if (view === 'recent') origin = Math.max(model.t0, end - trackWidth() / px);
     var span = Math.max(end - origin, 1);
     if (px === null || !userZoomed) px = fitPx(span);
     document.documentElement.style.setProperty('--px', String(px));
@@ -387,6 +393,12 @@ export const timelineViewerScript = String.raw`
     var tAt = (box.scrollLeft + x - w) / px;
     px = Math.min(Math.max(px * factor, 1e-7), 200);
     userZoomed = true;
+    document.body.dataset.zoom = String(px);
+    if (view === 'recent') {
+      render(); // following: the right edge stays at "now", whatever the anchor
+      box.scrollLeft = 0;
+      return;
+    }
     // Positions are CSS calc() of --px: zooming restyles, it does not rebuild the lanes.
     document.documentElement.style.setProperty('--px', String(px));
     renderAxis(span);
