@@ -75,6 +75,10 @@ body.dragging { outline: 3px dashed #1a66c9; outline-offset: -6px; }
 .st-loop-exiting { background: #8d6e1f; }
 .st-loop-exited { background: #3e4c59; }
 .st-other { background: #616e7c; }
+@media (prefers-color-scheme: dark) {
+  /* Idle and waiting are the quiet states: muted, never the brightest thing on screen. */
+  .st-idle, .st-loop-waiting, .lane .badge.st-idle, .lane .badge.st-loop-waiting { background: #323f4b; color: #d9e2ec; }
+}
 .mk-cancel { background: #c4212c; }
 .mk-interrupt { background: #0b7285; }
 .mk-preempt { background: #c2255c; }

@@ -253,6 +253,13 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
           () => getComputedStyle(document.body).backgroundColor,
         );
         expect(background).toBe(colorScheme === 'dark' ? 'rgb(18, 22, 26)' : 'rgb(255, 255, 255)');
+        // In the dark, an idle session is a muted bar, not the brightest thing on screen.
+        const idle = await page.evaluate(() => {
+          const swatch = document.querySelector('#legend .st-idle')!;
+          const rgb = getComputedStyle(swatch).backgroundColor.match(/\d+/g)!.map(Number);
+          return (rgb[0]! + rgb[1]! + rgb[2]!) / 3;
+        });
+        if (colorScheme === 'dark') expect(idle).toBeLessThan(90);
         await shoot(page, `inspect-${width}-${colorScheme}`);
         await page.close();
       }
