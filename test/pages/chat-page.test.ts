@@ -290,8 +290,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
       {
         outcome: 'crashed',
         pill: 'Crashed',
-        reason:
-          'The server stopped while this reply was being written (the server process stopped while the run was RUNNING).',
+        reason: 'The server stopped while this reply was being written.',
         pending: null,
       },
     ]);
