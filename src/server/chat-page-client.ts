@@ -276,8 +276,13 @@ export function runChatClient(parts: ChatClientParts): void {
     showPending(view);
   };
 
+  // An empty session says what to try (the demo agent's calculator and clock tools).
+  const hint = el('p', 'empty', 'Try: what is (2 + 3) * 7?  or  what time is it?');
+  hint.dataset.testid = 'empty-hint';
+
   const apply = (event: ApiEvent) => {
     if (event.seq <= cursor) return;
+    hint.remove();
     cursor = event.seq;
     cursorEl.textContent = String(cursor);
     const p = event.payload;
@@ -411,6 +416,7 @@ export function runChatClient(parts: ChatClientParts): void {
     sessionEl.textContent = sessionId;
     sessionEl.title = sessionId;
     await feed.loadHistory(sessionId, () => cursor);
+    if (cursor === 0) logEl.append(hint);
     feed.follow(sessionId, token, cursor);
   };
   (window as unknown as { runplaneChat: unknown }).runplaneChat = {

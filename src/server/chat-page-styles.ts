@@ -68,7 +68,7 @@ main { flex: 1 1 auto; overflow-y: auto; padding: 1rem 1rem 2.5rem; scroll-paddi
 #error { max-width: 46rem; margin: 0 auto .8rem; padding: .5rem .8rem; border-radius: .5rem; background: var(--crashed-bg); color: var(--crashed-fg); }
 #token-form { max-width: 46rem; margin: 2rem auto; display: flex; flex-wrap: wrap; gap: .5rem; }
 #token-form input { flex: 1 1 14rem; min-width: 0; font: inherit; padding: .45rem .6rem; border-radius: .5rem; border: 1px solid var(--line); background: var(--surface); color: var(--fg); }
-.empty { color: var(--muted); text-align: center; margin-top: 3rem; }
+.empty { color: var(--muted); text-align: center; margin-top: 3rem; white-space: pre-wrap; }
 .turn { display: flex; flex-direction: column; gap: .35rem; }
 .user { display: flex; justify-content: flex-end; }
 .bubble { margin: 0; padding: .55rem .8rem; border-radius: .9rem; white-space: pre-wrap; overflow-wrap: anywhere; max-width: min(36rem, 88%); }
