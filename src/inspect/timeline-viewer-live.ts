@@ -98,7 +98,7 @@ export const timelineViewerLiveScript = String.raw`
   }
 
 
-  // ---- labels: the text of the message that started each run, from the session's event log ----
+  // ---- labels: the message that started each run (a loop turn: its number and first message) ----
   /** The session key (ownerId/sessionId) of a top-level run, or null for a nested one. */
   function sessionKeyOf(tr) {
     var actor = model.actors.get('run\u0000' + tr.id);
@@ -107,7 +107,8 @@ export const timelineViewerLiveScript = String.raw`
   }
 
   /**
-   * Reads the session's user.message events after its cursor (pages of 200), once at a time per
+   * Reads the session's user.message and session.run_started events after its cursor (pages of
+   * 200; a loop turn's run_started names the items it consumed), once at a time per
    * session; a run still unlabelled when a read ends asks again with its next transition.
    */
   function wantLabels(tr) {
@@ -115,21 +116,31 @@ export const timelineViewerLiveScript = String.raw`
     var key = sessionKeyOf(tr);
     if (!key) return;
     var state = live.sessions.get(key);
-    if (!state) { state = { after: 0, busy: false }; live.sessions.set(key, state); }
+    if (!state) { state = { after: 0, busy: false, items: new Map(), turns: 0 }; live.sessions.set(key, state); }
     if (state.busy) return;
     state.busy = true;
     var sessionId = key.slice(key.indexOf('/') + 1);
     var headers = live.token ? { 'Authorization': 'Bearer ' + live.token } : {};
     function page() {
       var url = live.messagesUrl.replace('{session}', encodeURIComponent(sessionId)) +
-        '?types=user.message&limit=200&after=' + state.after;
+        '?types=user.message,session.run_started&limit=200&after=' + state.after;
       return fetch(url, { headers: headers, credentials: 'same-origin', cache: 'no-store' }).then(function (response) {
         if (!response.ok) throw new Error('HTTP ' + response.status);
         return response.json();
       }).then(function (body) {
         (body.events || []).forEach(function (event) {
-          if (event && typeof event.run_id === 'string' && event.payload && typeof event.payload.text === 'string') {
-            messages.set(event.run_id, event.payload.text.replace(/\s+/g, ' ').trim().slice(0, 120));
+          var p = event && event.payload;
+          if (!p) return;
+          var text = typeof p.text === 'string' ? p.text.replace(/\s+/g, ' ').trim().slice(0, 120) : null;
+          if (event.type === 'user.message' && text !== null) {
+            if (typeof event.run_id === 'string') messages.set(event.run_id, text);
+            else if (typeof p.item_id === 'string') state.items.set(p.item_id, text);
+          }
+          // A loop session's turn: its number in the session, and the first message it answers.
+          if (event.type === 'session.run_started' && typeof event.run_id === 'string' && Array.isArray(p.item_ids)) {
+            state.turns++;
+            turns.set(event.run_id, 'turn ' + state.turns);
+            if (state.items.has(p.item_ids[0])) messages.set(event.run_id, state.items.get(p.item_ids[0]));
           }
         });
         if (typeof body.next_after === 'number') state.after = body.next_after;

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { timelineViewerLabelScript } from './timeline-viewer-labels.js';
 import { timelineViewerLiveScript } from './timeline-viewer-live.js';
 
 /** The viewer's script: builds lanes from a trace (embedded, opened, dropped or live over SSE). */
@@ -24,7 +25,9 @@ export const timelineViewerScript = String.raw`
     ['cancelling', 'cancelling'], ['COMPLETED', 'COMPLETED'], ['FAILED', 'FAILED'],
     ['CANCELLED', 'CANCELLED'], ['unwinding', 'CANCELLED, agent unwinding'],
     ['abandoned', 'CANCELLED, agent abandoned'], ['idle', 'session idle'], ['busy', 'session busy'],
-    ['interrupting', 'session interrupting']];
+    ['interrupting', 'session interrupting'], ['loop-loading', 'loop loading its checkpoint'],
+    ['loop-waiting', 'loop waiting for messages'], ['loop-turn', 'loop turn'],
+    ['loop-exiting', 'loop stopping'], ['loop-exited', 'loop stopped']];
 
   var $ = function (id) { return document.getElementById(id); };
   var WINDOW_MS = 60000;   // the "recent" view: the last minute
@@ -34,6 +37,7 @@ export const timelineViewerScript = String.raw`
   var view = 'all';        // 'recent' (the last minute, following new activity) or 'all'
   var origin = 0;          // the clock time (ms) at the left edge of every track
   var messages = new Map(); // run id → the text of the message that started it (live pages)
+  var turns = new Map();    // run id of a loop session's turn → 'turn N' (live pages)
   var tips = [];           // tooltip texts, indexed by data-tip
   var renderQueued = false;
   var live = null;         // { url, token, lastArrival }
@@ -101,22 +105,6 @@ export const timelineViewerScript = String.raw`
     render();
   }
 
-  /** The class-name state of a lane segment: what it looks like. */
-  function display(actor, state) {
-    if (actor.kind === 'session') {
-      if (state === 'idle') return 'idle';
-      return state.indexOf('active.interrupting') === 0 ? 'interrupting' : 'busy';
-    }
-    if (actor.kind === 'run') {
-      if (state === 'RUNNING.cancelling') return 'cancelling';
-      if (state === 'CANCELLED.unwinding') return 'unwinding';
-      if (state === 'CANCELLED.abandoned') return 'abandoned';
-      var top = state.split('.')[0];
-      if (['CREATED', 'QUEUED', 'RUNNING', 'COMPLETED', 'FAILED', 'CANCELLED'].indexOf(top) >= 0) return top;
-    }
-    return 'other';
-  }
-
   /** A tick label: as many decimals as the tick step needs, minutes as m:ss. */
   function fmtTick(ms, step) {
     var decimals = step >= 1000 ? 0 : step >= 100 ? 1 : step >= 10 ? 2 : 3;
@@ -130,10 +118,6 @@ export const timelineViewerScript = String.raw`
     if (Math.abs(ms) < 1000) return (Math.round(ms * 10) / 10) + ' ms';
     if (Math.abs(ms) < 60000) return (Math.round(ms / 10) / 100) + ' s';
     return (Math.round(ms / 600) / 100) + ' min';
-  }
-
-  function shortId(actor) {
-    return actor.kind === 'run' && actor.id.length > 12 ? actor.id.slice(0, 10) + '…' : actor.id;
   }
 
   function endTime() {
@@ -219,12 +203,10 @@ export const timelineViewerScript = String.raw`
     label.title = actor.kind + ' ' + actor.id + (actor.parentId ? '  (parent ' + actor.parentId + ')' : '') +
       (messages.has(actor.id) ? '\n' + messages.get(actor.id) : '');
     if (item.ordinal) label.appendChild(el('span', 'ordinal', item.ordinal));
-    // A run reads as the message that started it, when the page knows it; else by its id.
-    var text = messages.has(actor.id) ? '“' + messages.get(actor.id) + '”' :
-      (actor.kind === 'run' ? '' : actor.kind + ' ') + shortId(actor);
-    label.appendChild(el('span', 'name', text));
+    label.appendChild(el('span', 'name', laneText(actor)));
     var look = display(actor, last.to);
-    var badge = el('span', 'badge st-' + look, actor.kind === 'run' ? last.to.split('.')[0] : look === 'other' ? last.to : look);
+    var badge = el('span', 'badge st-' + look, actor.kind === 'run' ? last.to.split('.')[0] :
+      look === 'other' ? last.to : look.replace(/^loop-/, ''));
     label.appendChild(badge);
     lane.appendChild(label);
     var track = el('div', 'track');
@@ -293,10 +275,14 @@ export const timelineViewerScript = String.raw`
     return parseFloat(getComputedStyle(document.documentElement).getPropertyValue('--label-w')) || 240;
   }
 
-  function fitPx(span) {
+  /** The width (px) a fitted track gets: the box less the label and a margin. */
+  function trackWidth() {
     var box = $('timeline').clientWidth;
-    var avail = Math.max(100, box - labelWidth() - (box < 600 ? 30 : 90));
-    return span > 0 ? avail / span : 1;
+    return Math.max(100, box - labelWidth() - (box < 600 ? 30 : 90));
+  }
+
+  function fitPx(span) {
+    return span > 0 ? trackWidth() / span : 1;
   }
 
   /** The left edge of the recent view: where activity begins within the last minute. */
@@ -343,6 +329,8 @@ export const timelineViewerScript = String.raw`
     var end = endTime();
     // A zoom keeps its origin; otherwise the view decides it (the recent view follows "now").
     if (!userZoomed) origin = view === 'recent' ? recentOrigin(end) : model.t0;
+    // A zoom while following keeps the right edge at "now": the window is what the track holds.
+    else if (view === 'recent') origin = Math.max(model.t0, end - trackWidth() / px);
     var span = Math.max(end - origin, 1);
     if (px === null || !userZoomed) px = fitPx(span);
     document.documentElement.style.setProperty('--px', String(px));
@@ -405,6 +393,12 @@ export const timelineViewerScript = String.raw`
     var tAt = (box.scrollLeft + x - w) / px;
     px = Math.min(Math.max(px * factor, 1e-7), 200);
     userZoomed = true;
+    document.body.dataset.zoom = String(px);
+    if (view === 'recent') {
+      render(); // following: the right edge stays at "now", whatever the anchor
+      box.scrollLeft = 0;
+      return;
+    }
     // Positions are CSS calc() of --px: zooming restyles, it does not rebuild the lanes.
     document.documentElement.style.setProperty('--px', String(px));
     renderAxis(span);
@@ -474,6 +468,7 @@ export const timelineViewerScript = String.raw`
     });
   }
 
+${timelineViewerLabelScript}
 ${timelineViewerLiveScript}
   legend();
   if (window.innerWidth < 600) $('legend-box').open = false; // small screens: lanes first

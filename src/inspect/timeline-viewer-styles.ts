@@ -52,7 +52,7 @@ body.dragging { outline: 3px dashed #1a66c9; outline-offset: -6px; }
 .lane .label .ordinal { flex: none; color: var(--muted); font-family: ui-monospace, monospace; }
 .lane.session-lane .label { font-weight: 600; background-color: var(--panel); }
 .lane .badge { flex: none; font-size: 10px; padding: 0 4px; margin-left: 4px; border-radius: 3px; color: #fff; }
-.lane .badge.st-idle, .lane .badge.st-busy, .lane .badge.st-QUEUED, .lane .badge.st-interrupting { color: #1f2933; }
+.lane .badge.st-idle, .lane .badge.st-busy, .lane .badge.st-QUEUED, .lane .badge.st-interrupting, .lane .badge.st-loop-waiting { color: #1f2933; }
 .track { position: relative; flex: none; width: calc(var(--span, 0) * var(--px) * 1px + 80px); }
 .seg { position: absolute; top: 3px; bottom: 3px; left: calc(var(--start) * var(--px) * 1px); width: max(2px, calc(var(--len) * var(--px) * 1px)); border-radius: 2px; overflow: hidden; white-space: nowrap; font-size: 10px; line-height: 16px; padding-left: 3px; color: #fff; cursor: default; }
 .seg.terminal { width: 12px; border-radius: 2px 6px 6px 2px; }
@@ -69,7 +69,16 @@ body.dragging { outline: 3px dashed #1a66c9; outline-offset: -6px; }
 .st-idle { background: #e4e7eb; color: #3e4c59; }
 .st-busy { background: #a0c4ff; color: #102a43; }
 .st-interrupting { background: repeating-linear-gradient(135deg, #f2994a 0 6px, #a0c4ff 6px 12px); color: #102a43; }
+.st-loop-loading { background: #616e7c; }
+.st-loop-waiting { background: #cbd2d9; color: #1f2933; }
+.st-loop-turn { background: #0b7285; }
+.st-loop-exiting { background: #8d6e1f; }
+.st-loop-exited { background: #3e4c59; }
 .st-other { background: #616e7c; }
+@media (prefers-color-scheme: dark) {
+  /* Idle and waiting are the quiet states: muted, never the brightest thing on screen. */
+  .st-idle, .st-loop-waiting, .lane .badge.st-idle, .lane .badge.st-loop-waiting { background: #323f4b; color: #d9e2ec; }
+}
 .mk-cancel { background: #c4212c; }
 .mk-interrupt { background: #0b7285; }
 .mk-preempt { background: #c2255c; }

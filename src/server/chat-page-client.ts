@@ -7,6 +7,7 @@
  */
 import type { ApiEvent, createEventFeed } from './chat-page-feed.js';
 import type { createLoopView } from './chat-page-loop.js';
+import type { createScrollPin } from './chat-page-scroll.js';
 import type { createToolCards } from './chat-page-tools.js';
 import type { describeRunEnd } from './chat-run-end.js';
 
@@ -32,6 +33,7 @@ export interface ChatClientParts {
   readonly createLoop: typeof createLoopView;
   readonly createTools: typeof createToolCards;
   readonly createFeed: typeof createEventFeed;
+  readonly createPin: typeof createScrollPin;
 }
 
 /**
@@ -46,10 +48,11 @@ export interface ChatClientParts {
  * turns through {@link createLoopView}, and its composer sends with `preempt: true` ("Send
  * now").
  * @param parts - the page's other pieces, passed in because the script is inlined as text:
- * {@link describeRunEnd}, {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}
+ * {@link describeRunEnd}, {@link createLoopView}, {@link createToolCards}, {@link createEventFeed},
+ * {@link createScrollPin}
  */
 export function runChatClient(parts: ChatClientParts): void {
-  const { describe, createLoop, createTools, createFeed } = parts;
+  const { describe, createLoop, createTools, createFeed, createPin } = parts;
   const $ = (id: string) => document.getElementById(id) as HTMLElement;
   const logEl = $('log');
   const cursorEl = $('cursor');
@@ -68,6 +71,8 @@ export function runChatClient(parts: ChatClientParts): void {
   const store = window.sessionStorage;
   const sessions = window.localStorage;
 
+  // The conversation follows new content while the reader is within 48 px of its end.
+  const scroll = createPin(document.querySelector('main') as HTMLElement, logEl, 48);
   const runs = new Map<string, RunView>();
   let token = '';
   let sessionId = '';
@@ -271,8 +276,13 @@ export function runChatClient(parts: ChatClientParts): void {
     showPending(view);
   };
 
+  // An empty session says what to try (the demo agent's calculator and clock tools).
+  const hint = el('p', 'empty', 'Try: what is (2 + 3) * 7?  or  what time is it?');
+  hint.dataset.testid = 'empty-hint';
+
   const apply = (event: ApiEvent) => {
     if (event.seq <= cursor) return;
+    hint.remove();
     cursor = event.seq;
     cursorEl.textContent = String(cursor);
     const p = event.payload;
@@ -374,6 +384,7 @@ export function runChatClient(parts: ChatClientParts): void {
     runs.clear();
     loop.reset();
     logEl.replaceChildren();
+    scroll.pin();
     cursor = 0;
     cursorEl.textContent = '0';
     sessionId =
@@ -405,6 +416,7 @@ export function runChatClient(parts: ChatClientParts): void {
     sessionEl.textContent = sessionId;
     sessionEl.title = sessionId;
     await feed.loadHistory(sessionId, () => cursor);
+    if (cursor === 0) logEl.append(hint);
     feed.follow(sessionId, token, cursor);
   };
   (window as unknown as { runplaneChat: unknown }).runplaneChat = {
@@ -446,6 +458,7 @@ export function runChatClient(parts: ChatClientParts): void {
     const text = textEl.value.trim();
     if (text === '') return;
     textEl.value = '';
+    scroll.pin();
     let payload: Record<string, unknown> = { text };
     if (mode === 'loop' && now) payload = { text, preempt: true };
     if (mode !== 'loop' && preemptEl.checked) payload = { text, strategy: 'preempt' };

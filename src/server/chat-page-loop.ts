@@ -163,7 +163,9 @@ export const loopViewStyles = `
 .loop-item[data-state="queued"] .item-state { background: var(--queued-bg); color: var(--queued-fg); }
 .loop-item[data-state="consumed"] .item-state { background: var(--running-bg); color: var(--running-fg); }
 .item-preempt { background: var(--pending-bg); color: var(--pending-fg); }
-.turn-lead { display: flex; flex-direction: column; gap: .45rem; border-left: 3px solid var(--line); padding-left: .6rem; }
+/* A turn's bar groups its head, the messages it took, its pill and its reply. */
+.turn:has(> .turn-lead) { border-left: 3px solid var(--line); padding-left: .6rem; }
+.turn-lead { display: flex; flex-direction: column; gap: .45rem; }
 .turn-head { margin: 0; font-size: .85rem; font-weight: 650; color: var(--muted); }
 .turn-items { display: flex; flex-direction: column; gap: .45rem; }
 .mode-badge { font-size: .72rem; font-weight: 650; padding: .05rem .45rem; border-radius: 999px; background: var(--sent-bg); color: var(--sent-fg); }

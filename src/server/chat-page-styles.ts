@@ -63,12 +63,12 @@ body { margin: 0; display: flex; flex-direction: column; height: 100dvh; backgro
 .button.primary { background: var(--accent); border-color: var(--accent); color: var(--accent-fg); font-weight: 600; }
 .button.small { font-size: .8rem; padding: .2rem .6rem; min-height: 1.9rem; }
 .button:disabled { opacity: .6; cursor: default; }
-main { flex: 1 1 auto; overflow-y: auto; padding: 1rem; }
+main { flex: 1 1 auto; overflow-y: auto; padding: 1rem 1rem 2.5rem; scroll-padding-bottom: 2.5rem; }
 #log { display: flex; flex-direction: column; gap: 1.1rem; max-width: 46rem; margin: 0 auto; }
 #error { max-width: 46rem; margin: 0 auto .8rem; padding: .5rem .8rem; border-radius: .5rem; background: var(--crashed-bg); color: var(--crashed-fg); }
 #token-form { max-width: 46rem; margin: 2rem auto; display: flex; flex-wrap: wrap; gap: .5rem; }
 #token-form input { flex: 1 1 14rem; min-width: 0; font: inherit; padding: .45rem .6rem; border-radius: .5rem; border: 1px solid var(--line); background: var(--surface); color: var(--fg); }
-.empty { color: var(--muted); text-align: center; margin-top: 3rem; }
+.empty { color: var(--muted); text-align: center; margin-top: 3rem; white-space: pre-wrap; }
 .turn { display: flex; flex-direction: column; gap: .35rem; }
 .user { display: flex; justify-content: flex-end; }
 .bubble { margin: 0; padding: .55rem .8rem; border-radius: .9rem; white-space: pre-wrap; overflow-wrap: anywhere; max-width: min(36rem, 88%); }
@@ -124,7 +124,7 @@ main { flex: 1 1 auto; overflow-y: auto; padding: 1rem; }
 .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
 @media (max-width: 480px) {
   .bar { padding: .45rem .7rem; }
-  main { padding: .7rem; }
+  main { padding: .7rem .7rem 2.5rem; }
   #composer { padding: .5rem .7rem; }
   #composer .field { flex-basis: 100%; }
   #send { margin-left: auto; }

@@ -1,13 +1,14 @@
 /**
  * The chat page served at `/`: one self-contained HTML document (no CDN, no bundler, no
  * framework). Its script is {@link runChatClient} with its parts ({@link describeRunEnd},
- * {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}), inlined as text.
+ * {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}, {@link createScrollPin}), inlined as text.
  *
  * @module
  */
 import { faviconLink, runplaneIconSvg } from '../inspect/favicon.js';
 import { runChatClient } from './chat-page-client.js';
 import { createEventFeed } from './chat-page-feed.js';
+import { createScrollPin } from './chat-page-scroll.js';
 import { createToolCards } from './chat-page-tools.js';
 import { createLoopView, loopViewStyles } from './chat-page-loop.js';
 import { runSessionList } from './chat-page-sessions.js';
@@ -78,6 +79,7 @@ var __name = function (fn) { return fn; };
   createLoop: ${createLoopView.toString()},
   createTools: ${createToolCards.toString()},
   createFeed: ${createEventFeed.toString()},
+  createPin: ${createScrollPin.toString()},
 });
 </script>
 </body>

@@ -70,11 +70,15 @@ export function describeRunEnd(
   }
   if (type === 'run.failed') {
     const error = typeof payload.error === 'string' ? payload.error : 'unknown error';
+    // The log's error ("the server process stopped while the run was RUNNING") says the same
+    // thing in the runtime's words: the reason says it once, plainly.
     if (payload.cause === 'crashed') {
       return {
         outcome: 'crashed',
         label: 'Crashed',
-        reason: `The server stopped while this reply was being written (${error}).`,
+        reason: started
+          ? 'The server stopped while this reply was being written.'
+          : 'The server stopped before this message started.',
       };
     }
     if (payload.code === 'CONTEXT_OVER_BUDGET') {

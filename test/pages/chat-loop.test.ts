@@ -66,6 +66,8 @@ describe.skipIf(skipBrowser)('loop sessions in the chat page', () => {
       () => document.getElementById('session-mode')?.textContent === 'loop',
     );
     loopSession = (await page.locator('#session').textContent()) ?? '';
+    // An empty session says what to try; the first message takes its place.
+    expect(await page.getByTestId('empty-hint').textContent()).toContain('what time is it?');
     expect(await page.locator('#send-now').isVisible()).toBe(true);
     expect(await page.locator('#preempt').isVisible()).toBe(false);
 
@@ -101,6 +103,21 @@ describe.skipIf(skipBrowser)('loop sessions in the chat page', () => {
       '  Message 4: turn 2',
     ]);
     expect(await first.locator('.reason').textContent()).toContain('A newer message took over');
+    expect(await page.getByTestId('empty-hint').count()).toBe(0);
+    // A turn's bar runs from its head down past its pill and reply.
+    const bar = await page.$$eval('article.turn', (turns) =>
+      turns.map((turn) => {
+        const box = turn.getBoundingClientRect();
+        const last = turn.querySelector('.reply')!.getBoundingClientRect();
+        const pill = turn.querySelector('.pill')!.getBoundingClientRect();
+        return (
+          getComputedStyle(turn).borderLeftWidth === '3px' &&
+          pill.bottom <= box.bottom &&
+          last.bottom <= box.bottom
+        );
+      }),
+    );
+    expect(bar).toEqual([true, true]);
     expect(blocking(await axeViolations(page))).toEqual([]);
 
     // A reload rebuilds the same view from the log.

@@ -99,6 +99,68 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
     await page.close();
   });
 
+  it('follows new content while the reader is at the end, and leaves a reader who scrolled up', async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 600 } });
+    await open(page);
+    await page.click('#new-session');
+    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+    const sessionId = await sessionOf(page);
+    const questions = ['what is 1 + 1?', 'what is (2 + 3) * 7?', 'what is 6 * 7?'];
+    for (const [index, question] of questions.entries()) {
+      await send(page, question);
+      await advanceUntil(
+        page,
+        at,
+        sessionId,
+        async () => (await attr(page, index, 'data-outcome')) === 'completed',
+      );
+    }
+    await send(page, 'what time is it?');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 3, 'data-pending')) === 'approval',
+    );
+    /** Where an element sits against the conversation's visible box (above the composer). */
+    const inView = (selector: string) =>
+      page.evaluate((s) => {
+        const main = document.querySelector('main')!.getBoundingClientRect();
+        const box = document.querySelector(s)!.getBoundingClientRect();
+        return box.top >= main.top && box.bottom <= main.bottom;
+      }, selector);
+    // The conversation is taller than its box, and the approval card is in view.
+    expect(await page.evaluate(() => document.querySelector('main')!.scrollTop)).toBeGreaterThan(0);
+    expect(await inView('[data-testid="allow"]')).toBe(true);
+    // The reader scrolls up to read: the reply that follows "Allow" does not move them.
+    await page.evaluate(() => {
+      const main = document.querySelector('main')!;
+      main.scrollTop = 0;
+      main.dispatchEvent(new Event('scroll'));
+    });
+    await page.evaluate(() =>
+      (document.querySelector('[data-testid="allow"]') as HTMLElement).click(),
+    );
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 3, 'data-outcome')) === 'completed',
+    );
+    expect(await page.evaluate(() => document.querySelector('main')!.scrollTop)).toBe(0);
+    // Sending pins the view to the end again; the last reply is not under the message box.
+    await send(page, 'what is 2 * 21?');
+    await advanceUntil(
+      page,
+      at,
+      sessionId,
+      async () => (await attr(page, 4, 'data-outcome')) === 'completed',
+    );
+    expect(await inView('article.turn:last-of-type .pill')).toBe(true);
+    expect(await inView('article.turn:last-of-type .reply > :last-child')).toBe(true);
+    await page.close();
+  });
+
   it('gives every end its own pill and reason, and shows preempting while it is pending', async () => {
     const page = await pages.browser.newPage({ viewport: { width: 1280, height: 900 } });
     await open(page);
@@ -228,8 +290,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
       {
         outcome: 'crashed',
         pill: 'Crashed',
-        reason:
-          'The server stopped while this reply was being written (the server process stopped while the run was RUNNING).',
+        reason: 'The server stopped while this reply was being written.',
         pending: null,
       },
     ]);

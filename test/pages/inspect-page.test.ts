@@ -158,7 +158,10 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
         const runId = await send(sessionId, `note ${++sent}`);
         await page.waitForSelector(`.lane[data-lane-id="${runId}"]`, { state: 'attached' });
         const lanes = await lanesAsSeen(page);
-        expect(lanes.length, `${button} step ${step}`).toBe(3 + sent);
+        // Zooming in while following narrows the window at "now": a run that ended before it
+        // is counted in the note ("ended before this view"), every other lane is drawn.
+        const hidden = Number(await page.getAttribute('body', 'data-hidden-runs'));
+        expect(lanes.length + hidden, `${button} step ${step}`).toBe(4 + sent);
         expect(
           lanes.filter((lane) => !lane.drawn).map((lane) => lane.id),
           `${button} step ${step}`,
@@ -177,6 +180,30 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
     expect((await lanesAsSeen(page)).every((lane) => lane.drawn)).toBe(true);
     await page.close();
   }, 60_000);
+
+  it('zooms in around "now" while following: the newest run stays in view', async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
+    await page.waitForSelector('.lane[data-actor="run"]');
+    for (let step = 1; step <= 4; step++) {
+      await page.click('#zoom-in');
+      const runId = await send(sessionId, `follow ${step}`);
+      await advance(200);
+      const lane = `.lane[data-lane-id="${runId}"]`;
+      await page.waitForSelector(lane);
+      // The newest run's last segment starts inside the visible track, right of the labels.
+      const seen = await page.evaluate((selector) => {
+        const box = document.getElementById('timeline')!.getBoundingClientRect();
+        const label = document.querySelector(`${selector} .label`)!.getBoundingClientRect();
+        const segs = document.querySelectorAll(`${selector} .seg`);
+        const last = segs[segs.length - 1]!.getBoundingClientRect();
+        return { left: last.left, from: label.right, to: box.right };
+      }, lane);
+      expect(seen.left, `step ${step}`).toBeGreaterThanOrEqual(seen.from);
+      expect(seen.left, `step ${step}`).toBeLessThan(seen.to);
+    }
+    await page.close();
+  });
 
   it('the "All" view of a long trace keeps its lanes at every zoom step', async () => {
     // Many sessions make the page taller than the screen, where skipped rendering bit.
@@ -226,9 +253,39 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
           () => getComputedStyle(document.body).backgroundColor,
         );
         expect(background).toBe(colorScheme === 'dark' ? 'rgb(18, 22, 26)' : 'rgb(255, 255, 255)');
+        // In the dark, an idle session is a muted bar, not the brightest thing on screen.
+        const idle = await page.evaluate(() => {
+          const swatch = document.querySelector('#legend .st-idle')!;
+          const rgb = getComputedStyle(swatch).backgroundColor.match(/\d+/g)!.map(Number);
+          return (rgb[0]! + rgb[1]! + rgb[2]!) / 3;
+        });
+        if (colorScheme === 'dark') expect(idle).toBeLessThan(90);
         await shoot(page, `inspect-${width}-${colorScheme}`);
         await page.close();
       }
     }
   }, 90_000);
+  it("labels a loop session's turns by number and first message, and its loop lane by session", async () => {
+    const loopId = (await api('POST', '/api/sessions', { mode: 'loop' })).session_id as string;
+    await api('POST', `/api/sessions/${loopId}/events`, {
+      events: [{ type: 'user.message', payload: { text: 'hello from the loop' } }],
+    });
+    await advance(1_500);
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${pages.server.url}/inspect#token=${pages.server.devToken}`);
+    await page.waitForSelector('.lane .name:has-text("turn 1 · “hello from the loop”")');
+    const lanes = await page.$$eval('.turn-loop-lane', (found) =>
+      found.map((lane) => ({
+        name: lane.querySelector('.name')!.textContent,
+        looks: Array.from(lane.querySelectorAll('.seg'), (seg) => seg.className),
+      })),
+    );
+    expect(lanes).toHaveLength(1);
+    expect(lanes[0]!.name).toBe(`loop · session ${loopId.slice(0, 8)}`);
+    // Every state of the loop is named (a look the legend explains), none is "other".
+    expect(lanes[0]!.looks.join(' ')).toContain('st-loop-turn');
+    expect(lanes[0]!.looks.join(' ')).not.toContain('st-other');
+    expect(await page.textContent('#legend')).toContain('loop turn');
+    await page.close();
+  });
 });

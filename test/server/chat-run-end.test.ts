@@ -49,6 +49,14 @@ describe('describeRunEnd: how the chat page words the end of a run', () => {
       'crashed',
       'Crashed',
     ]);
+    // Said once, plainly: not the runtime's words in brackets after the page's.
+    expect(
+      describeRunEnd(
+        'run.failed',
+        { error: 'the server process stopped while the run was RUNNING', cause: 'crashed' },
+        true,
+      )?.reason,
+    ).toBe('The server stopped while this reply was being written.');
   });
 
   it('falls back on the cause for logs written before initiator existed', () => {
