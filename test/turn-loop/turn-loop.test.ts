@@ -300,20 +300,25 @@ describe('TurnLoop delayed preempts', () => {
   });
 });
 
+/** A push made by a strategy, inside the loop step of another push, is refused. */
+function expectReentrantPushRefused(loop: ReturnType<typeof createTestLoop>['loop']): void {
+  expect(() =>
+    loop.push('outer', {
+      strategy: () => {
+        loop.push('inner');
+        return undefined;
+      },
+    }),
+  ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'push()' }));
+}
+
 describe('TurnLoop re-entrant pushes', () => {
   it('a push from inside a loop step (here a strategy) throws INVALID_ARGUMENT and buffers nothing', async () => {
     const { loop, stepped } = createTestLoop();
     loop.push('a');
     loop.run();
     await until(() => stepped.executions.length === 1, 'turn started');
-    expect(() =>
-      loop.push('outer', {
-        strategy: () => {
-          loop.push('inner');
-          return undefined;
-        },
-      }),
-    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'push()' }));
+    expectReentrantPushRefused(loop);
     loop.stop({ mode: 'immediate' });
     const exit = await loop.wait();
     expect(exit.unhandledItems).toEqual([]);
@@ -329,14 +334,7 @@ describe('TurnLoop re-entrant pushes', () => {
     const first = loop.push('b');
     expect(loop.push('c')).toBe(loop.push('d'));
     expect(first.accepted).toBe(true);
-    expect(() =>
-      loop.push('outer', {
-        strategy: () => {
-          loop.push('inner');
-          return undefined;
-        },
-      }),
-    ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'push()' }));
+    expectReentrantPushRefused(loop);
     loop.push('e');
     stepped.last().finish();
     await until(() => stepped.executions.length === 2, 'turn 2 started');

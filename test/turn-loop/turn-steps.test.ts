@@ -17,6 +17,19 @@ function actorsCreated() {
   return { ids, inspect };
 }
 
+/** Turn 1 runs item `a`; `b` preempts it at its next safe point; resolves once turn 2 started. */
+async function preemptIntoTurnTwo(
+  loop: ReturnType<typeof createTestLoop>['loop'],
+  stepped: ReturnType<typeof createTestLoop>['stepped'],
+): Promise<void> {
+  loop.push('a');
+  loop.run();
+  await until(() => stepped.executions.length === 1, 'turn 1 started');
+  loop.push('b', { preempt: CancelMode.AnySafePoint });
+  stepped.last().safePoint('afterToolCalls');
+  await until(() => stepped.executions.length === 2, 'turn 2 started');
+}
+
 describe('TurnLoop turn steps', () => {
   it('a turn without onAgentEvents spawns no handler; with onAgentEvents, one per turn', async () => {
     for (const reads of [false, true]) {
@@ -31,12 +44,7 @@ describe('TurnLoop turn steps', () => {
             }
           : {}),
       });
-      loop.push('a');
-      loop.run();
-      await until(() => stepped.executions.length === 1, 'turn 1 started');
-      loop.push('b', { preempt: CancelMode.AnySafePoint });
-      stepped.last().safePoint('afterToolCalls');
-      await until(() => stepped.executions.length === 2, 'turn 2 started');
+      await preemptIntoTurnTwo(loop, stepped);
       stepped.last().finish();
       loop.stop();
       const exit = await loop.wait();
@@ -60,12 +68,7 @@ describe('TurnLoop turn steps', () => {
         return stepped.agent;
       },
     });
-    loop.push('a');
-    loop.run();
-    await until(() => stepped.executions.length === 1, 'turn 1 started');
-    loop.push('b', { preempt: CancelMode.AnySafePoint });
-    stepped.last().safePoint('afterToolCalls');
-    await until(() => stepped.executions.length === 2, 'turn 2 started');
+    await preemptIntoTurnTwo(loop, stepped);
     expect(hopsSeen).toEqual([false, false]);
     stepped.last().finish();
     loop.stop();
