@@ -9,7 +9,7 @@ import type { SessionStrategy } from '../../machines/session.machine.js';
 import type { AgentContractOptions } from './agent-contract.js';
 import { AgentWorld, agentCommands, type AgentUnderTest } from './agent-race.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
-import { loadFastCheck } from './fast-check.js';
+import { loadFastCheck, type FastCheck } from './fast-check.js';
 import { createTestClock } from './test-clock.js';
 import {
   RaceWorld,
@@ -147,24 +147,16 @@ export async function runRaceProperty(
     };
     const commands = agentCommands(fc, sessions.length, strategies);
     return checkProperty(
-      ({ maxCommands, replayPath, settleRejections }) =>
-        fc.asyncProperty(
-          fc.scheduler(),
-          fc.commands(commands, {
-            maxCommands,
-            size: 'max',
-            ...(replayPath === undefined ? {} : { replayPath }),
-          }),
-          async (_scheduler, cmds) => {
-            const world = new AgentWorld(factory, createTestClock(), agentOptions);
-            await fc.asyncModelRun(
-              () => ({ model: { runs: 0, shutdown: false }, real: world }),
-              cmds,
-            );
-            await world.finish();
-            await settleRejections(world.trace);
-          },
-        ),
+      (run) =>
+        commandsProperty(fc, commands, run, async (_scheduler, cmds) => {
+          const world = new AgentWorld(factory, createTestClock(), agentOptions);
+          await fc.asyncModelRun(
+            () => ({ model: { runs: 0, shutdown: false }, real: world }),
+            cmds,
+          );
+          await world.finish();
+          await run.settleRejections(world.trace);
+        }),
       { ...options, maxCommandsDefault: 25 },
     );
   }
@@ -174,28 +166,42 @@ export async function runRaceProperty(
     strategies,
   });
   return checkProperty(
-    ({ replayPath, maxCommands, settleRejections }) =>
-      fc.asyncProperty(
-        fc.scheduler(),
-        fc.commands(commands, {
-          maxCommands,
-          size: 'max',
-          ...(replayPath === undefined ? {} : { replayPath }),
-        }),
-        async (scheduler, cmds) => {
-          const world = new RaceWorld(factory, {
-            ownerId,
-            sessions,
-            maxConcurrentRuns: options.maxConcurrentRuns,
-            schedule: (settlement, label) => scheduler.schedule(settlement, label),
-          });
-          const model: RaceModel = { runs: 0, shutdown: false };
-          await fc.scheduledModelRun(scheduler, () => ({ model, real: world }), cmds);
-          await world.finish(() => scheduler.waitAll());
-          await settleRejections(world.trace);
-        },
-      ),
+    (run) =>
+      commandsProperty(fc, commands, run, async (scheduler, cmds) => {
+        const world = new RaceWorld(factory, {
+          ownerId,
+          sessions,
+          maxConcurrentRuns: options.maxConcurrentRuns,
+          schedule: (settlement, label) => scheduler.schedule(settlement, label),
+        });
+        const model: RaceModel = { runs: 0, shutdown: false };
+        await fc.scheduledModelRun(scheduler, () => ({ model, real: world }), cmds);
+        await world.finish(() => scheduler.waitAll());
+        await run.settleRejections(world.trace);
+      }),
     { ...options, maxCommandsDefault: 40 },
+  );
+}
+
+/**
+ * The property both worlds run: a fast-check scheduler and a command sequence of at most
+ * `run.maxCommands` (replaying `run.replayPath` when given), handed to `body`.
+ */
+function commandsProperty<TModel extends object, TReal>(
+  fastCheck: FastCheck,
+  commands: fc.Arbitrary<fc.AsyncCommand<TModel, TReal>>[],
+  run: PropertyRun,
+  body: (scheduler: fc.Scheduler, cmds: Iterable<fc.AsyncCommand<TModel, TReal>>) => Promise<void>,
+): fc.IAsyncPropertyWithHooks<[fc.Scheduler, Iterable<fc.AsyncCommand<TModel, TReal>>]> {
+  const { maxCommands, replayPath } = run;
+  return fastCheck.asyncProperty(
+    fastCheck.scheduler(),
+    fastCheck.commands(commands, {
+      maxCommands,
+      size: 'max',
+      ...(replayPath === undefined ? {} : { replayPath }),
+    }),
+    body,
   );
 }
 
