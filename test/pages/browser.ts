@@ -162,7 +162,8 @@ export function usePageServer(
  * @returns the clock, the server and browser ({@link usePageServer}), what `advanceUntil` needs
  * (`at`), `open(page)`: the page with the dev token, once it follows its session, and
  * `tabOn(sessionId, width, colorScheme)`: a new tab that reopens that session (its id is kept in
- * `localStorage`), not yet opened
+ * `localStorage`), not yet opened, and `newSession(page)`: clicks "New session" and returns the new
+ * session's id once the page follows it
  */
 export function useChatPageServer(stepMs = 60) {
   const clock = new SimulatedClock();
@@ -178,10 +179,25 @@ export function useChatPageServer(stepMs = 60) {
     await page.goto(`${pages.server.url}/#token=${pages.server.devToken}`);
     await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
   };
+  /**
+   * Clicks "New session" and waits until the page shows and follows the new one: `conn` is
+   * already `live` from the session before, so waiting for it alone can read the old id.
+   */
+  const newSession = async (page: Page): Promise<string> => {
+    const before = (await page.locator('#session').textContent()) ?? '';
+    await page.click('#new-session');
+    await page.waitForFunction(
+      (old) =>
+        document.getElementById('session')?.textContent !== old &&
+        document.getElementById('conn')?.textContent === 'live',
+      before,
+    );
+    return (await page.locator('#session').textContent()) ?? '';
+  };
   const tabOn = (sessionId: string, width: number, colorScheme: 'light' | 'dark') =>
     pages.browser.newPage({ viewport: { width, height: 800 }, colorScheme }).then(async (page) => {
       await page.addInitScript((id) => localStorage.setItem('runplane.session', id), sessionId);
       return page;
     });
-  return { clock, pages, at, open, tabOn };
+  return { clock, pages, at, open, newSession, tabOn };
 }

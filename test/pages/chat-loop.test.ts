@@ -18,7 +18,7 @@ import {
   useChatPageServer,
 } from './browser.js';
 
-const { clock, pages, at, open, tabOn } = useChatPageServer();
+const { clock, pages, at, open, newSession, tabOn } = useChatPageServer();
 
 /** The loop session the first test builds; the others reopen it. */
 let loopSession = '';
@@ -184,13 +184,8 @@ describe.skipIf(skipBrowser)('loop sessions in the chat page', () => {
   it('lists each session with its mode', async () => {
     const page = await pages.browser.newPage({ viewport: { width: 1280, height: 800 } });
     await open(page);
-    await page.click('#new-session'); // "Loop mode" is off in a fresh tab: a plain session
-    await page.waitForFunction(
-      (old) => document.getElementById('session')?.textContent !== old,
-      loopSession,
-    );
+    const plain = await newSession(page); // "Loop mode" is off in a fresh tab: a plain session
     expect(await page.locator('#session-mode').textContent()).toBe('chat');
-    const plain = (await page.locator('#session').textContent()) ?? '';
     await page.focus('#sessions summary');
     await page.keyboard.press('Enter');
     const entry = (id: string) => page.locator(`#sessions button[data-session-id="${id}"]`);

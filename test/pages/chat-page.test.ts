@@ -18,7 +18,7 @@ import {
   useChatPageServer,
 } from './browser.js';
 
-const { clock, pages, at, open, tabOn } = useChatPageServer();
+const { clock, pages, at, open, newSession, tabOn } = useChatPageServer();
 
 const turn = (page: Page, index: number) => page.locator('article.turn').nth(index);
 const attr = (page: Page, index: number, name: string) => turn(page, index).getAttribute(name);
@@ -102,9 +102,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('follows new content while the reader is at the end, and leaves a reader who scrolled up', async () => {
     const page = await pages.browser.newPage({ viewport: { width: 1280, height: 600 } });
     await open(page);
-    await page.click('#new-session');
-    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
-    const sessionId = await sessionOf(page);
+    const sessionId = await newSession(page);
     const questions = ['what is 1 + 1?', 'what is (2 + 3) * 7?', 'what is 6 * 7?'];
     for (const [index, question] of questions.entries()) {
       await send(page, question);
@@ -164,9 +162,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('gives every end its own pill and reason, and shows preempting while it is pending', async () => {
     const page = await pages.browser.newPage({ viewport: { width: 1280, height: 900 } });
     await open(page);
-    await page.click('#new-session');
-    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
-    const sessionId = await sessionOf(page);
+    const sessionId = await newSession(page);
     endsSession = sessionId;
 
     // Stopped by you, mid-reply.
@@ -305,12 +301,7 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
   it("lists the owner's sessions by their first message, and opens an earlier one with the keyboard", async () => {
     const page = await pages.browser.newPage({ viewport: { width: 360, height: 800 } });
     await open(page);
-    await page.click('#new-session');
-    await page.waitForFunction(
-      (old) => document.getElementById('session')?.textContent !== old,
-      endsSession,
-    );
-    const fresh = await sessionOf(page);
+    const fresh = await newSession(page);
     await page.focus('#sessions summary');
     await page.keyboard.press('Enter');
     const earlier = page.locator(`#sessions button[data-session-id="${endsSession}"]`);

@@ -61,7 +61,15 @@ export async function advanceUntil(
     if (await done()) return;
     at.clock.increment(at.stepMs);
   }
-  throw new Error('the condition never held');
+  // Say what the page showed, so a failure names its state instead of only its timeout.
+  const shown = await page.evaluate(() => ({
+    session: document.getElementById('session')?.textContent,
+    cursor: document.getElementById('cursor')?.textContent,
+    turns: [...document.querySelectorAll<HTMLElement>('article.turn')].map(
+      (t) => t.dataset.outcome ?? t.dataset.status ?? '?',
+    ),
+  }));
+  throw new Error(`the condition never held; the page showed ${JSON.stringify(shown)}`);
 }
 
 /**
