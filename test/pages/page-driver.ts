@@ -65,7 +65,7 @@ export async function advanceUntil(
   const shown = await page.evaluate(() => ({
     session: document.getElementById('session')?.textContent,
     cursor: document.getElementById('cursor')?.textContent,
-    turns: [...document.querySelectorAll<HTMLElement>('article.turn')].map(
+    turns: Array.from(document.querySelectorAll<HTMLElement>('article.turn')).map(
       (t) => t.dataset.outcome ?? t.dataset.status ?? '?',
     ),
   }));
