@@ -7,7 +7,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import type Database from 'better-sqlite3';
 import { createOpenAIModel } from '../agent/openai-model.js';
 import type { Clock } from '../clock.js';
 import type { LogFormat, LogLevel } from '../observability/logger.js';
@@ -15,24 +14,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { Agent } from '../run/agent.js';
 import { createRuntime, type Runtime } from '../runtime/create-runtime.js';
 import { createTimelineHub } from '../inspect/timeline-hub.js';
-import {
-  applySqliteMigrations,
-  openSqliteDatabase,
-  type SqliteMigration,
-} from '../stores/sqlite/database.js';
-import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
-import { createSqliteIdempotencyKeys } from '../stores/sqlite/idempotency-keys.js';
-import { createSqliteInbox } from '../stores/sqlite/inbox.js';
-import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
-import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
-import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
-import { lockSqliteDatabase } from '../stores/sqlite/database-lock.js';
-import { createSqliteSessionPurge } from '../stores/sqlite/session-purge.js';
-import {
-  createSqliteCheckpointStore,
-  type SqliteCheckpointStore,
-} from '../stores/sqlite/sqlite-checkpoint-store.js';
-import { createDevToken, createTokenAuthenticator, parseTokenList } from './auth.js';
+import { createTokenAuthenticator, parseTokenList } from './auth.js';
 import { createDemoAgent } from './demo-agent.js';
 import { recoverCrashedRuns, type CrashedRun } from './recover.js';
 import {
@@ -47,6 +29,7 @@ import {
 import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
 import { createServeObservability, type TraceparentMode } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
+import { openSqliteServeStores, type ServeStores } from './serve-stores.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
 export interface OpenAIEndpoint {
@@ -208,26 +191,6 @@ export interface RunningServer {
   shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean }>;
 }
 
-const settingsMigrations: readonly SqliteMigration[] = [
-  {
-    id: 'serve/1',
-    sql: `CREATE TABLE runplane_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;`,
-  },
-];
-
-/** The dev token of this database: created on first start, the same on every later one. */
-function devTokenOf(db: Database.Database): string {
-  applySqliteMigrations(db, settingsMigrations);
-  const read = db.prepare<[], { value: string }>(
-    "SELECT value FROM runplane_settings WHERE key = 'dev_token'",
-  );
-  const existing = read.get()?.value;
-  if (existing !== undefined) return existing;
-  const token = createDevToken();
-  db.prepare("INSERT INTO runplane_settings (key, value) VALUES ('dev_token', ?)").run(token);
-  return token;
-}
-
 const checkDuration = (name: string, value: number | undefined, positive = false) => {
   if (value === undefined) return;
   if (!Number.isFinite(value) || value < 0 || (positive && value === 0)) {
@@ -287,31 +250,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     );
   }
   const observability = createServeObservability(options);
-  // Before the database opens: a second server on this file stops here, touching nothing.
-  const lock = lockSqliteDatabase(dbPath);
-  let db: ReturnType<typeof openSqliteDatabase>;
-  try {
-    db = openSqliteDatabase({ path: dbPath });
-  } catch (error) {
-    lock.release();
-    throw error;
-  }
+  const stores: ServeStores = openSqliteServeStores({
+    dbPath,
+    eventTailBytes: options.eventTailBytes,
+  });
   let service: Service | undefined;
   let sweeper: DataSweeper | undefined;
-  let checkpoints: SqliteCheckpointStore | undefined;
   try {
-    // Loop sessions checkpoint their TurnLoops here at shutdown (a table of the same file).
-    checkpoints =
-      dbPath === ':memory:' ? undefined : createSqliteCheckpointStore({ filename: dbPath });
-    const eventLog = observability.countAppends(
-      createSqliteEventLog({ database: db, tail: { bytes: options.eventTailBytes } }),
-    );
-    const sessionStore = createSqliteSessionStore({ database: db });
-    const inbox = createSqliteInbox({ database: db });
-    const sessions = createSqliteSessionRecords({ database: db });
-    const runs = createSqliteRunRecords({ database: db });
-    const idempotencyKeys = createSqliteIdempotencyKeys({ database: db });
-    const devToken = tokenMap === undefined ? devTokenOf(db) : undefined;
+    const { sessionStore, inbox, sessions, runs, idempotencyKeys, checkpoints } = stores;
+    const eventLog = observability.countAppends(stores.eventLog);
+    const devToken = tokenMap === undefined ? stores.devToken() : undefined;
     const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
 
     const timeline = createTimelineHub({ clock: options.clock, onError: reportError });
@@ -342,13 +290,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
             : createOpenAIModel({ ...options.openai, maxRetries: options.modelMaxRetries }),
       });
     const sweep = createDataSweeper({
-      purge: createSqliteSessionPurge({
-        database: db,
-        onPurged: (key) => {
-          eventLog.forget(key);
-          // A purged loop session's loop and checkpoint go with it.
-          service?.loopSessions.remove(key).catch(reportError);
-        },
+      purge: stores.createPurge((key) => {
+        eventLog.forget(key);
+        // A purged loop session's loop and checkpoint go with it.
+        service?.loopSessions.remove(key).catch(reportError);
       }),
       sessions,
       clock: runtime.clock,
@@ -414,7 +359,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const url = `http://${shownHost}:${address.port}`;
 
-    log(`runplane serve: database ${dbPath} (locked for this process: ${lock.path})`);
+    log(`runplane serve: ${stores.banner}`);
     log(
       `  agent: ${
         options.agent !== undefined
@@ -468,10 +413,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         await sweep.stop();
         await observability.close();
         running.close();
-        eventLog.close();
-        checkpoints?.close();
-        db.close();
-        lock.release();
+        stores.close();
         return { drained };
       })();
       return stopping;
@@ -492,9 +434,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     await observability.close();
     await sweeper?.stop();
     service?.close();
-    checkpoints?.close();
-    if (db.open) db.close();
-    lock.release();
+    stores.close();
     throw error;
   }
 }
