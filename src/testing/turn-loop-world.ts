@@ -169,7 +169,15 @@ export class TurnLoopWorld {
   /** Starts a new loop on the store (the first one, or after a restart). */
   async startGeneration(): Promise<void> {
     const text = await stored(this.store);
-    const checkpoint = text === undefined ? undefined : decode(text);
+    let checkpoint: Checkpoint<number> | undefined;
+    try {
+      checkpoint = text === undefined ? undefined : decode(text);
+    } catch (error) {
+      this.violation(
+        `[checkpoint-holds-exit] loop ${this.generations.length + 1} cannot start: the stored checkpoint does not decode: ${String(error)}`,
+      );
+      this.throwIfViolated('checkpoint + restart');
+    }
     const generation: Generation = {
       index: this.generations.length + 1,
       loop: undefined as unknown as TurnLoop<number>,
@@ -489,7 +497,15 @@ export class TurnLoopWorld {
     // What a restart will find: exactly the exit's leftovers if they were saved, else nothing new.
     const text = await stored(this.store);
     if (exit.checkpointAttempted && exit.checkpointError === undefined) {
-      const checkpoint = text === undefined ? undefined : decode(text);
+      let checkpoint: Checkpoint<number> | undefined;
+      try {
+        checkpoint = text === undefined ? undefined : decode(text);
+      } catch (error) {
+        this.violation(
+          `[checkpoint-holds-exit] loop ${generation.index}: the saved checkpoint does not decode: ${String(error)}`,
+        );
+        return;
+      }
       if (
         checkpoint === undefined ||
         checkpoint.unhandled.join() !== exit.unhandledItems.join() ||
