@@ -40,6 +40,7 @@ export interface TurnLoopRacePropertyOptions {
   readonly maxConcurrentRuns?: number;
 }
 
+import { probeCorruptCheckpoint } from './turn-loop-corrupt-probe.js';
 import { shutdownHost } from './turn-loop-shutdown.js';
 import { ownerId, sessionId, TurnLoopWorld } from './turn-loop-world.js';
 
@@ -202,7 +203,7 @@ class Restart extends Step {
     await world.untilExited(generation);
     await world.closeGeneration(generation);
     const probed =
-      this.corrupt === undefined ? '' : `${await world.probeCorruptCheckpoint(this.corrupt)}; `;
+      this.corrupt === undefined ? '' : `${await probeCorruptCheckpoint(world, this.corrupt)}; `;
     await world.startGeneration();
     return `${this.toString()} (${probed}loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
   }

@@ -9,7 +9,7 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import type { TurnEnding, TurnLoopContext } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
-import { CheckpointCorruptError, LateItemsTakenError, RunplaneError } from '../errors.js';
+import { LateItemsTakenError, RunplaneError } from '../errors.js';
 import type { Runtime } from '../runtime/create-runtime.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { createMemoryCheckpointStore } from '../stores/memory-checkpoint-store.js';
@@ -384,51 +384,6 @@ export class TurnLoopWorld {
         `[stop-exits] loop ${generation.index} never exited after stop({ mode: 'immediate' })`,
       );
     }
-  }
-
-  /**
-   * Overwrites the stored checkpoint with truncated or corrupt bytes, starts a loop on them (it
-   * must exit with `CHECKPOINT_CORRUPT` and leave the bytes in place), then puts the checkpoint
-   * back as it was: nothing of it may be lost.
-   *
-   * @returns what it did, for the trace
-   */
-  async probeCorruptCheckpoint(how: 'truncated' | 'corrupt'): Promise<string> {
-    const original = await this.store.load?.({}, checkpointId);
-    if (original === undefined) return 'nothing stored';
-    const bad =
-      how === 'truncated'
-        ? original.base.slice(0, Math.floor(original.base.length / 2))
-        : new TextEncoder().encode('{"version":1,"unhandled":[');
-    await this.store.set({}, checkpointId, bad);
-    const probe = createTurnLoop<number>({
-      runtime: this.runtime,
-      ownerId,
-      sessionId,
-      store: this.store,
-      checkpointId,
-      genInput: (items) => ({ input: items, consumed: items }),
-      prepareAgent: () => this.agent,
-    });
-    probe.run();
-    let exit: TurnLoopExit<number> | undefined;
-    void probe.wait().then((value) => (exit = value));
-    for (let round = 0; round < 50 && exit === undefined; round++) await this.clock.advance(1);
-    const after = await this.store.get({}, checkpointId);
-    if (exit === undefined) {
-      this.violation(`[checkpoint-corrupt-exits] a loop on ${how} bytes never exited (50 ms)`);
-      probe.stop({ mode: 'immediate' });
-    } else if (!(exit.exitReason instanceof CheckpointCorruptError)) {
-      this.violation(
-        `[checkpoint-corrupt-exits] a loop on ${how} bytes exited with ${String(exit.exitReason)}, not CHECKPOINT_CORRUPT`,
-      );
-    }
-    if (after === undefined || after.join() !== bad.join()) {
-      this.violation(`[checkpoint-corrupt-kept] the ${how} checkpoint did not stay in place`);
-    }
-    await this.store.set({}, checkpointId, original.base);
-    for (const patch of original.patches) await this.store.append?.({}, checkpointId, patch);
-    return `${how} bytes: ${exit === undefined ? 'no exit' : String((exit.exitReason as { code?: string } | undefined)?.code)}`;
   }
 
   /** Item conservation for one loop, and what it left in the store. */
