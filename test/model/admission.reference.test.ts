@@ -226,6 +226,19 @@ describe('run and session admission against an independent reference model', () 
     );
   }, 60_000);
 
+  it('an interrupt grace is called off when the interrupting run is cancelled', async () => {
+    const found = await divergence(
+      [
+        { kind: 'prepare', session: 0, strategy: 'enqueue', graceMs: 0, andStart: true },
+        { kind: 'prepare', session: 0, strategy: 'interrupt', graceMs: 10, andStart: true },
+        { kind: 'cancel', run: 1, via: 'run' },
+        { kind: 'advance', ms: 10 },
+      ],
+      { maxConcurrentRuns: undefined, maxQueuedRuns: 32 },
+    );
+    expect(found).toBeUndefined();
+  });
+
   it('an interrupt run goes first in its session even while the session waits for a slot', async () => {
     const found = await divergence(
       [
