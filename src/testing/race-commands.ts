@@ -7,70 +7,30 @@
  */
 import type fc from 'fast-check';
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
-import { terminalRunStatuses } from '../../machines/run.machine.js';
 import type { SessionStrategy } from '../../machines/session.machine.js';
 import { RunplaneError } from '../errors.js';
 import type { FastCheck } from './fast-check.js';
-import type { Licence, RaceAgentKind, RaceWorld, RunRecord } from './race-world.js';
+import { MergedCancels } from './race-merged-cancels.js';
+import {
+  isLiveRecord,
+  isTerminalStatus,
+  licenceAll,
+  modeName,
+  Step,
+  target,
+  type RaceCommand,
+  type RaceModel,
+  type Scope,
+} from './race-step.js';
+import type { RaceAgentKind, RaceWorld, RunRecord } from './race-world.js';
 
-/** What the commands' `check` sees: enough to know which commands make sense. */
-export interface RaceModel {
-  runs: number;
-  shutdown: boolean;
-}
-
-type RaceCommand = fc.AsyncCommand<RaceModel, RaceWorld>;
-
-const isTerminalStatus = (status: string): boolean => terminalRunStatuses.has(status as never);
+export type { RaceModel } from './race-step.js';
 
 /** Options the command arbitraries are built from. */
 export interface RaceCommandOptions {
   readonly sessions: number;
   readonly agents: readonly RaceAgentKind[];
   readonly strategies: readonly SessionStrategy[];
-}
-
-/**
- * Which runs a command picks from: `relevant` ones (a start picks an unstarted run, a cancel a
- * live one, an agent step an executing one) or `any` run, to cover the useless and late calls.
- */
-type Scope = 'relevant' | 'any';
-
-/** The run a command targets; deterministic for a given sequence and interleaving. */
-const target = (
-  world: RaceWorld,
-  index: number,
-  scope: Scope,
-  relevant: (record: RunRecord) => boolean,
-): RunRecord | undefined => {
-  const all = [...world.records.values()];
-  const candidates = scope === 'any' ? all : all.filter(relevant);
-  const from = candidates.length > 0 ? candidates : all;
-  return from.length === 0 ? undefined : from[index % from.length];
-};
-
-const isLiveRecord = (record: RunRecord): boolean => !isTerminalStatus(record.run.status);
-
-const licenceAll = (records: Iterable<RunRecord>, licence: Licence): void => {
-  for (const record of records) record.licences.add(licence);
-};
-
-abstract class Step implements RaceCommand {
-  /** The run or session this execution picked; commands are re-run while shrinking. */
-  protected label = '';
-  check(model: Readonly<RaceModel>): boolean {
-    return model.runs > 0;
-  }
-  async run(model: RaceModel, world: RaceWorld): Promise<void> {
-    this.label = '';
-    this.act(model, world);
-    const step = this.toString();
-    world.trace.push(step);
-    await world.clock.flush();
-    world.checkStep(step);
-  }
-  protected abstract act(model: RaceModel, world: RaceWorld): void;
-  abstract toString(): string;
 }
 
 class Prepare extends Step {
@@ -109,6 +69,7 @@ class Prepare extends Step {
         sessionId,
         kind: this.kind,
         strategy: this.strategy,
+        graceMs: this.graceMs,
         timeoutMs: this.timeoutMs,
         statuses: [],
         jumpsQueue: false,
@@ -116,6 +77,7 @@ class Prepare extends Step {
         terminalEvents: 0,
         outcome: undefined,
         licences: new Set(),
+        graceCalledOff: false,
       };
       world.register(record);
       model.runs++;
@@ -153,17 +115,28 @@ function startRun(world: RaceWorld, record: RunRecord): void {
     // already waiting for a runtime slot (`maxConcurrentRuns`).
     record.jumpsQueue =
       record.strategy === 'interrupt' && (active !== undefined || queued.length > 0);
-    if (record.strategy === 'interrupt' && active !== undefined) {
-      licenceAll([active], 'interrupt');
-      licenceAll([active], 'cancel');
-    }
+    // The active run's cancel after the grace is licensed by the obligations, once the grace
+    // ran out with a run still waiting for it (it is called off when they were all cancelled).
+    if (record.strategy === 'interrupt' && active !== undefined) licenceAll([active], 'interrupt');
     if (record.strategy === 'preempt')
       licenceAll([...queued, ...(active ? [active] : [])], 'preempt');
   }
   const preempts = statusBefore === 'CREATED' && !wasStarted && record.strategy === 'preempt';
   try {
+    const now = world.clock.now();
     record.run.start();
     if (wasStarted) world.violation(`start(${record.run.id}) twice did not throw`);
+    if (!wasStarted && active !== undefined && record.strategy === 'interrupt') {
+      world.obligations.interruptStrategy(active, record, now + record.graceMs);
+    }
+    if (preempts && active !== undefined) {
+      world.obligations.safePointCancel(
+        active,
+        CancelMode.AnySafePoint,
+        now + record.graceMs,
+        `the preempt of ${record.run.id}`,
+      );
+    }
     // An obligation, not a permission: README "The controls", `preempt` cancels the queued
     // runs, also while its session waits for a runtime slot (`maxConcurrentRuns`).
     for (const waiting of preempts ? queued : []) {
@@ -204,9 +177,6 @@ class Start extends Step {
   }
 }
 
-const modeName = (mode: number): string =>
-  ['immediate', 'afterChatModel', 'afterToolCalls', 'anySafePoint'][mode] ?? String(mode);
-
 class Cancel extends Step {
   constructor(
     readonly index: number,
@@ -224,6 +194,12 @@ class Cancel extends Step {
     const { run } = record;
     const terminalBefore = isTerminalStatus(run.status);
     record.licences.add('cancel');
+    world.obligations.safePointCancel(
+      record,
+      this.mode,
+      this.timeoutMs === undefined ? undefined : world.clock.now() + this.timeoutMs,
+      `cancel(${modeName(this.mode)}${this.timeoutMs === undefined ? '' : `, ${this.timeoutMs}ms`})`,
+    );
     const before = world.fingerprint();
     const options = {
       mode: this.mode,
@@ -342,8 +318,12 @@ class AgentStep extends Step {
       case 'emit':
         agent.emit(runId, 'agent.message', { text: `from ${runId}` });
         break;
-      default:
-        agent.safePoint(runId, this.action);
+      default: {
+        const statusBefore = record.run.status;
+        const answer = agent.safePoint(runId, this.action);
+        const broken = world.obligations.checkSafePoint(record, this.action, statusBefore, answer);
+        if (broken !== undefined) world.violation(broken);
+      }
     }
   }
   toString(): string {
@@ -459,6 +439,22 @@ export function raceCommands(
       scope,
     })
     .map((c) => new Cancel(c.run, c.mode, c.timeoutMs, c.via, c.scope));
+  const safePointRequest = fc.record({
+    mode: fc.constantFrom(
+      CancelMode.AfterChatModel,
+      CancelMode.AfterToolCalls,
+      CancelMode.AnySafePoint,
+    ),
+    timeoutMs: fc.constantFrom<number | undefined>(undefined, 0, 30),
+  });
+  const mergedCancels = fc
+    .record({
+      run,
+      first: safePointRequest,
+      second: safePointRequest,
+      point: fc.constantFrom<SafePointKind>('afterChatModel', 'afterToolCalls'),
+    })
+    .map((c) => new MergedCancels(c.run, c.first, c.second, c.point));
   const agent = (action: AgentStep['action']) =>
     fc.record({ run, scope }).map((c) => new AgentStep(c.run, action, c.scope));
   return [
@@ -470,6 +466,7 @@ export function raceCommands(
     cancel,
     cancel,
     cancel,
+    mergedCancels,
     fc.record({ run, via, scope }).map((i) => new Interrupt(i.run, i.via, i.scope)),
     fc.integer({ min: 1, max: 120 }).map((ms) => new Advance(ms)),
     fc.integer({ min: 1, max: 120 }).map((ms) => new Advance(ms)),

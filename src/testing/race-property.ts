@@ -109,7 +109,12 @@ const envString = (name: string): string | undefined => {
  * cancel of an ended run contributes nothing and answers `ended`; no agent event reaches the
  * log after its run ended; every `termination` and the shutdown resolve; no error is reported
  * and no promise rejection goes unhandled; after shutdown no run is live, no timer is armed on
- * the clock and no actor is active.
+ * the clock and no actor is active. Obligations on the simulated clock: a safe-point cancel with
+ * `timeoutMs` (or a `preempt` start's cancel of the active run) has ended the run by its
+ * deadline (`[escalation-at-deadline]`); a safe point lands merged safe-point cancels exactly
+ * when a merged bit matches it (`[safe-point-lands]`); an `interrupt` start cancels the active
+ * run when its grace is over (`[interrupt-grace-cancels]`), unless every interrupting run was
+ * cancelled first (`[interrupt-grace-called-off]`).
  *
  * A failure throws with the seed, the fast-check path, the shrunk command list and the
  * scheduler's interleaving. Set `RACE_SEED`, `RACE_PATH` and `RACE_REPLAY_PATH` (or the same

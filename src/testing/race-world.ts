@@ -12,6 +12,7 @@ import type { RunplaneEvent } from '../events/event-log.js';
 import type { AgentRun } from '../run/agent-run.js';
 import type { RunOutcome } from '../run/run-outcome.js';
 import type { Runtime } from '../runtime/create-runtime.js';
+import { RaceObligations } from './race-obligations.js';
 import { createScriptedAgent, type ScriptedAgent } from './scripted-agent.js';
 import { createTestClock, type TestClock } from './test-clock.js';
 
@@ -46,6 +47,8 @@ export interface RunRecord {
   readonly sessionId: string;
   readonly kind: RaceAgentKind;
   readonly strategy: SessionStrategy;
+  /** The `graceMs` it was prepared with (its `interrupt` or `preempt` strategy's grace). */
+  readonly graceMs: number;
   readonly timeoutMs: number | undefined;
   /** Statuses in the order the event log reported them. */
   readonly statuses: RunStatus[];
@@ -58,6 +61,8 @@ export interface RunRecord {
   terminalEvents: number;
   outcome: RunOutcome | undefined;
   readonly licences: Set<Licence>;
+  /** An `interrupt` strategy's grace on this run was called off (see `RaceObligations`). */
+  graceCalledOff: boolean;
 }
 
 /**
@@ -81,6 +86,8 @@ export class RaceWorld {
   readonly agents: Record<RaceAgentKind, ScriptedAgent<unknown>>;
   readonly records = new Map<string, RunRecord>();
   readonly violations: string[] = [];
+  /** What must happen by a deadline: escalations, safe points, interrupt graces. */
+  readonly obligations = new RaceObligations();
   /** The steps this sequence executed, with the runs they picked. */
   readonly trace: string[] = [];
   readonly reported: unknown[] = [];
@@ -318,6 +325,7 @@ export class RaceWorld {
       }
     }
     this.#checkProgress();
+    for (const broken of this.obligations.check(this.clock.now())) this.violation(broken);
     if (this.reported.length > 0) {
       this.violation(`the runtime reported errors: ${this.reported.map(String).join('; ')}`);
     }
@@ -360,6 +368,7 @@ export class RaceWorld {
     for (let round = 0; round < 200; round++) {
       await releaseAll();
       await this.clock.flush();
+      for (const broken of this.obligations.check(this.clock.now())) this.violation(broken);
       const settled = [...this.records.values()].every((r) => r.outcome !== undefined);
       if (settled && this.shutdownResult !== undefined) break;
       const next = this.clock.nextTimerAt;
@@ -430,8 +439,12 @@ export class RaceWorld {
     const { licences, run } = record;
     const need = (licence: Licence, what: string) => {
       if (!licences.has(licence)) {
+        const named =
+          licence === 'cancel' && record.graceCalledOff
+            ? `[interrupt-grace-called-off] every run that interrupted ${run.id} was cancelled before its grace ran out, yet `
+            : '';
         this.violation(
-          `run ${run.id} ${what}, but nothing aimed a ${licence} at it (${[...licences].join(', ') || 'none'})`,
+          `${named}run ${run.id} ${what}, but nothing aimed a ${licence} at it (${[...licences].join(', ') || 'none'})`,
         );
       }
     };

@@ -26,21 +26,41 @@ export interface TurnLoopRacePropertyOptions {
   readonly maxCommands?: number;
   /** Also hands the failure report here (it is always the thrown error's message). @default none */
   readonly log?: (report: string) => void;
+  /**
+   * Bound, in ms of the simulated clock, from `stop({ mode: 'immediate' })` to the loop's exit
+   * (`[stop-immediate-prompt]`), and past a shutdown's grace to everything ending: set it above
+   * your runtime's `unwindTimeoutMs`. @default 10000
+   */
+  readonly stopWithinMs?: number;
+  /**
+   * The `maxConcurrentRuns` your factory configured: the sequences then also start runs in
+   * another session, which hold runtime slots the turns wait for, and at most this many runs
+   * may be RUNNING at once (`[slot-cap]`). @default none
+   */
+  readonly maxConcurrentRuns?: number;
 }
 
+import { probeCorruptCheckpoint } from './turn-loop-corrupt-probe.js';
+import { shutdownHost } from './turn-loop-shutdown.js';
 import { ownerId, sessionId, TurnLoopWorld } from './turn-loop-world.js';
 
-type TurnLoopModel = { commands: number };
+type TurnLoopModel = { commands: number; shutDown: boolean };
 type Command = fc.AsyncCommand<TurnLoopModel, TurnLoopWorld>;
 
+/** The session of the runs that only hold runtime slots. */
+const elsewhere = 'elsewhere';
+
 abstract class Step implements Command {
-  check(): boolean {
-    return true;
+  /** Nothing runs after a shutdown command: the sequence goes to its end. */
+  check(model: Readonly<TurnLoopModel>): boolean {
+    return !model.shutDown;
   }
-  async run(_model: TurnLoopModel, world: TurnLoopWorld): Promise<void> {
+  async run(model: TurnLoopModel, world: TurnLoopWorld): Promise<void> {
     const label = await this.act(world);
+    model.shutDown = world.shutDown;
     world.trace.push(label);
     await world.clock.flush();
+    world.checkStep();
     world.throwIfViolated(label);
   }
   protected abstract act(world: TurnLoopWorld): string | Promise<string>;
@@ -91,6 +111,7 @@ class Stop extends Step {
   protected act(world: TurnLoopWorld): string {
     // An idle stop never hits a turn: it commits only once the loop is idle.
     if (this.options.idleForMs === undefined) world.current.stopped = true;
+    if (this.options.mode === 'immediate') world.current.immediateAt ??= world.clock.now();
     world.current.loop.stop(this.options);
     return this.toString();
   }
@@ -129,30 +150,42 @@ class AgentStep extends Step {
   }
 }
 
-/** A run of another caller in the loop's session: the next turn's run waits behind it. */
+/**
+ * A run of another caller in the loop's session (the next turn's run waits behind it), or in
+ * another session (with `maxConcurrentRuns`, it holds a slot the next turn may wait for).
+ */
 class ForeignRun extends Step {
+  constructor(readonly where: 'loop session' | 'elsewhere' = 'loop session') {
+    super();
+  }
   protected act(world: TurnLoopWorld): string {
-    const live = world.foreign.filter((runId) =>
-      world.runtime.runs.find(ownerId, sessionId, runId),
+    const session = this.where === 'elsewhere' ? elsewhere : sessionId;
+    const live = world.foreign.filter(
+      (f) => f.sessionId === session && world.runtime.runs.find(ownerId, session, f.runId),
     );
     if (live.length >= 2) return `${this.toString()} (two live already)`;
-    const run = world.runtime.prepare({ ownerId, sessionId, agent: world.agent, input: 'foreign' });
-    world.foreign.push(run.id);
+    const run = world.runtime.prepare({
+      ownerId,
+      sessionId: session,
+      agent: world.agent,
+      input: 'foreign',
+    });
+    world.foreign.push({ runId: run.id, sessionId: session });
     run.start();
     return `${this.toString()} ${run.id}`;
   }
   toString(): string {
-    return 'foreign run';
+    return this.where === 'elsewhere' ? 'run in another session' : 'foreign run';
   }
 }
 
 /** The oldest foreign run still live completes (now, or as soon as its agent executes). */
 class ForeignComplete extends Step {
   protected act(world: TurnLoopWorld): string {
-    const runId = world.foreign.find((id) => world.runtime.runs.find(ownerId, sessionId, id));
-    if (runId === undefined) return `${this.toString()} (none live)`;
-    world.agent.complete(runId, 'foreign done');
-    return `${this.toString()} ${runId}`;
+    const found = world.foreign.find((f) => world.runtime.runs.find(ownerId, f.sessionId, f.runId));
+    if (found === undefined) return `${this.toString()} (none live)`;
+    world.agent.complete(found.runId, 'foreign done');
+    return `${this.toString()} ${found.runId}`;
   }
   toString(): string {
     return 'foreign complete';
@@ -166,12 +199,11 @@ class Restart extends Step {
   }
   protected async act(world: TurnLoopWorld): Promise<string> {
     const generation = world.current;
-    generation.stopped = true;
-    generation.loop.stop({ mode: 'immediate', cause: 'restart' });
+    world.stopImmediate(generation, 'restart');
     await world.untilExited(generation);
     await world.closeGeneration(generation);
     const probed =
-      this.corrupt === undefined ? '' : `${await world.probeCorruptCheckpoint(this.corrupt)}; `;
+      this.corrupt === undefined ? '' : `${await probeCorruptCheckpoint(world, this.corrupt)}; `;
     await world.startGeneration();
     return `${this.toString()} (${probed}loop ${generation.index} exited, loop ${world.current.index} resumed with [${world.current.carriedIn.join(', ')}])`;
   }
@@ -182,7 +214,32 @@ class Restart extends Step {
   }
 }
 
-function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
+/** `stop({ mode: 'afterTurn' })`, then in the same tick `stop({ mode: 'immediate' })`: it must escalate. */
+class StopThenImmediate extends Step {
+  protected act(world: TurnLoopWorld): string {
+    world.current.loop.stop({ mode: 'afterTurn' });
+    world.stopImmediate(world.current, 'escalated');
+    return this.toString();
+  }
+  toString(): string {
+    return 'stop afterTurn, then stop immediate';
+  }
+}
+
+/** The host shuts down here (see `shutdownHost`); no command runs after it. */
+class Shutdown extends Step {
+  constructor(readonly graceMs: number) {
+    super();
+  }
+  protected async act(world: TurnLoopWorld): Promise<string> {
+    return `${this.toString()} (${await shutdownHost(world, this.graceMs)})`;
+  }
+  toString(): string {
+    return `shutdown(grace ${this.graceMs}ms)`;
+  }
+}
+
+function commands(fc: FastCheck, withSlots: boolean): fc.Arbitrary<Command>[] {
   const safeBits = fc.constantFrom(
     CancelMode.AfterChatModel,
     CancelMode.AfterToolCalls,
@@ -246,6 +303,11 @@ function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
     fc.constantFrom('truncated' as const, 'corrupt' as const).map((how) => new Restart(how)),
     fc.constant(new ForeignRun()),
     fc.constant(new ForeignComplete()),
+    fc.constant(new StopThenImmediate()),
+    fc.constantFrom(0, 20).map((graceMs) => new Shutdown(graceMs)),
+    ...(withSlots
+      ? [fc.constant(new ForeignRun('elsewhere')), fc.constant(new ForeignComplete())]
+      : []),
   ];
 }
 
@@ -266,8 +328,15 @@ function commands(fc: FastCheck): fc.Arbitrary<Command>[] {
  * finished or was preempted, `droppedItems`, `unhandledItems` or `interruptedItems`; every
  * refused push is in `takeLateItems()`, once, and a push after that throws
  * `LATE_ITEMS_TAKEN`; every push's `ack` resolved; a saved checkpoint holds exactly the exit's
- * leftovers, and without a save the store is unchanged or empty. At the end the runtime shuts
- * down with no run live, no timer armed and no actor (runtime or loop) active.
+ * leftovers, and without a save the store is unchanged or empty. A `stop({ mode: 'immediate' })`
+ * (also right after a `stop({ mode: 'afterTurn' })`) exits the loop within `stopWithinMs`
+ * (`[stop-immediate-prompt]`); with `maxConcurrentRuns`, runs of another session hold slots and
+ * at most that many runs are RUNNING (`[slot-cap]`). A host shutdown may come at any step (the
+ * loop stopped gracefully with `initiator: 'shutdown'`, the runtime shut down): within its grace
+ * plus `stopWithinMs` the loop exits, every run ends, the shutdown resolves, and the stored
+ * checkpoint loads (`[shutdown-loop-exits]`, `[shutdown-ends-runs]`, `[shutdown-resolves]`,
+ * `[shutdown-checkpoint-loadable]`). At the end the runtime shuts down with no run live, no
+ * timer armed and no actor (runtime or loop) active.
  *
  * @param factory - builds the runtime the loops run their turns on (see {@link RaceHarness})
  * @param options - {@link TurnLoopRacePropertyOptions}
@@ -283,7 +352,7 @@ export async function runTurnLoopRaceProperty(
   const property = ({ replayPath, maxCommands, settleRejections }: PropertyRun) =>
     fc.asyncProperty(
       fc.scheduler(),
-      fc.commands(commands(fc), {
+      fc.commands(commands(fc, options.maxConcurrentRuns !== undefined), {
         maxCommands,
         size: 'max',
         ...(replayPath === undefined ? {} : { replayPath }),
@@ -298,18 +367,20 @@ export async function runTurnLoopRaceProperty(
           take,
           requeuePreempted,
           defaultHandler,
+          stopWithinMs: options.stopWithinMs ?? 10_000,
+          maxConcurrentRuns: options.maxConcurrentRuns,
           schedule: (settlement, label) => scheduler.schedule(settlement, label),
         });
         await world.startGeneration();
         await fc.scheduledModelRun(
           scheduler,
-          () => ({ model: { commands: 0 }, real: world }),
+          () => ({ model: { commands: 0, shutDown: false }, real: world }),
           cmds,
         );
         const generation = world.current;
-        generation.stopped = true;
-        generation.loop.stop({ mode: 'immediate', cause: 'end' });
+        world.stopImmediate(generation, 'end');
         await world.untilExited(generation, () => scheduler.waitAll());
+        world.checkStep();
         await world.closeGeneration(generation);
         const shutdown = world.runtime.shutdown({ graceMs: 0 });
         let done = false;

@@ -9,7 +9,7 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import type { TurnEnding, TurnLoopContext } from '../../machines/turn-loop.types.js';
 import type { RunplaneEvent } from '../events/event-log.js';
-import { CheckpointCorruptError, LateItemsTakenError, RunplaneError } from '../errors.js';
+import { LateItemsTakenError, RunplaneError } from '../errors.js';
 import type { Runtime } from '../runtime/create-runtime.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { createMemoryCheckpointStore } from '../stores/memory-checkpoint-store.js';
@@ -23,7 +23,7 @@ import { TurnLoopLedger } from './turn-loop-ledger.js';
 
 export const ownerId = 'owner';
 export const sessionId = 'loop';
-const checkpointId = 'race';
+export const checkpointId = 'race';
 
 /** One TurnLoop between two restarts. */
 interface Generation {
@@ -44,7 +44,15 @@ interface Generation {
   readonly runOfTurn: Map<string, string>;
   /** Whether a stop that can hit a turn (not an idle stop) was called on this loop. */
   stopped: boolean;
+  /** Clock ms of the first `stop({ mode: 'immediate' })` on this loop. */
+  immediateAt: number | undefined;
+  /** Whether `[stop-immediate-prompt]` was already reported for this loop. */
+  latenessReported: boolean;
   exit: TurnLoopExit<number> | undefined;
+  /** Clock ms when `wait()` resolved. */
+  exitAt: number | undefined;
+  /** Whether `closeGeneration` checked this loop's exit. */
+  closed: boolean;
 }
 
 const stored = async (store: CheckpointStore): Promise<string | undefined> => {
@@ -71,8 +79,13 @@ export class TurnLoopWorld {
   readonly trace: string[] = [];
   /** Every actor of the runtime and of the loops, to check none is left active at the end. */
   readonly actors: AnyActorRef[] = [];
-  /** Runs started in the loop's session that are not the loop's (turns wait behind them). */
-  readonly foreign: string[] = [];
+  /**
+   * Runs that are not the loop's: in the loop's session (its turns wait behind them) or in
+   * another session (they hold a runtime slot the turns may wait for).
+   */
+  readonly foreign: Array<{ readonly runId: string; readonly sessionId: string }> = [];
+  /** Set once a `shutdown` command ran: the sequence's other commands no longer apply. */
+  shutDown = false;
   nextItem = 1;
 
   constructor(
@@ -83,6 +96,10 @@ export class TurnLoopWorld {
       readonly requeuePreempted: boolean;
       /** Leave `onAgentEvents` to the loop's default (it only awaits the run's end). */
       readonly defaultHandler: boolean;
+      /** Bound on the simulated clock from `stop({ mode: 'immediate' })` to the loop's exit. */
+      readonly stopWithinMs: number;
+      /** The `maxConcurrentRuns` the factory configured, checked as `[slot-cap]`. */
+      readonly maxConcurrentRuns: number | undefined;
       readonly schedule: <T>(settlement: Promise<T>, label: string) => Promise<T>;
     },
   ) {
@@ -152,7 +169,15 @@ export class TurnLoopWorld {
   /** Starts a new loop on the store (the first one, or after a restart). */
   async startGeneration(): Promise<void> {
     const text = await stored(this.store);
-    const checkpoint = text === undefined ? undefined : decode(text);
+    let checkpoint: Checkpoint<number> | undefined;
+    try {
+      checkpoint = text === undefined ? undefined : decode(text);
+    } catch (error) {
+      this.violation(
+        `[checkpoint-holds-exit] loop ${this.generations.length + 1} cannot start: the stored checkpoint does not decode: ${String(error)}`,
+      );
+      this.throwIfViolated('checkpoint + restart');
+    }
     const generation: Generation = {
       index: this.generations.length + 1,
       loop: undefined as unknown as TurnLoop<number>,
@@ -167,7 +192,11 @@ export class TurnLoopWorld {
       ledger: new TurnLoopLedger(this.settings.requeuePreempted),
       runOfTurn: new Map(),
       stopped: false,
+      immediateAt: undefined,
+      latenessReported: false,
       exit: undefined,
+      exitAt: undefined,
+      closed: false,
     };
     for (const item of generation.carriedIn) generation.ledger.accepted(item);
     const { schedule, take, requeuePreempted, defaultHandler } = this.settings;
@@ -255,7 +284,10 @@ export class TurnLoopWorld {
           }),
     });
     (generation as { loop: TurnLoop<number> }).loop = loop;
-    void loop.wait().then((exit) => (generation.exit = exit));
+    void loop.wait().then((exit) => {
+      generation.exit = exit;
+      generation.exitAt = this.clock.now();
+    });
     this.generations.push(generation);
     loop.run();
     await this.clock.flush();
@@ -291,12 +323,59 @@ export class TurnLoopWorld {
     }
   }
 
+  /** `stop({ mode: 'immediate' })` on `generation`, remembering when for `[stop-immediate-prompt]`. */
+  stopImmediate(generation: Generation, cause: string): void {
+    generation.stopped = true;
+    generation.immediateAt ??= this.clock.now();
+    generation.loop.stop({ mode: 'immediate', cause });
+  }
+
+  /**
+   * The checks of every step that do not belong to one command: an immediate stop exits the
+   * loop within `stopWithinMs` on the simulated clock, and at most `maxConcurrentRuns` runs
+   * are RUNNING at once.
+   */
+  checkStep(): void {
+    for (const generation of this.generations) {
+      const { immediateAt } = generation;
+      if (immediateAt === undefined || generation.latenessReported) continue;
+      const end = generation.exitAt ?? this.clock.now();
+      if (end - immediateAt > this.settings.stopWithinMs) {
+        generation.latenessReported = true;
+        this.violation(
+          `[stop-immediate-prompt] loop ${generation.index} was stopped immediately at ${immediateAt} ms and ${generation.exitAt === undefined ? `has not exited at ${end} ms` : `exited only at ${end} ms`} (bound ${this.settings.stopWithinMs} ms)`,
+        );
+      }
+    }
+    const cap = this.settings.maxConcurrentRuns;
+    if (cap === undefined) return;
+    const running = this.knownRuns().filter(
+      ({ runId, sessionId: session }) =>
+        this.runtime.runs.find(ownerId, session, runId)?.status === 'RUNNING',
+    );
+    if (running.length > cap) {
+      this.violation(
+        `[slot-cap] ${running.length} runs RUNNING at once (${running.map((r) => r.runId).join(', ')}), above maxConcurrentRuns ${cap}`,
+      );
+    }
+  }
+
+  /** Every run of the sequence: the loops' turns and the foreign runs. */
+  knownRuns(): Array<{ readonly runId: string; readonly sessionId: string }> {
+    const turns = this.generations.flatMap((g) =>
+      g.turnRuns.map((runId) => ({ runId, sessionId })),
+    );
+    return [...turns, ...this.foreign];
+  }
+
   /** Drives time (and, through the outer scheduler, settlements) until the loop exited. */
   async untilExited(generation: Generation, releaseAll?: () => Promise<void>): Promise<void> {
     for (let round = 0; round < 300 && generation.exit === undefined; round++) {
       if (releaseAll !== undefined) await releaseAll();
       await this.clock.flush();
       if (generation.exit !== undefined) break;
+      this.checkStep();
+      if (generation.latenessReported) return;
       const next = this.clock.nextTimerAt;
       if (next !== undefined) await this.clock.advance(Math.max(0, next - this.clock.now()));
     }
@@ -307,55 +386,11 @@ export class TurnLoopWorld {
     }
   }
 
-  /**
-   * Overwrites the stored checkpoint with truncated or corrupt bytes, starts a loop on them (it
-   * must exit with `CHECKPOINT_CORRUPT` and leave the bytes in place), then puts the checkpoint
-   * back as it was: nothing of it may be lost.
-   *
-   * @returns what it did, for the trace
-   */
-  async probeCorruptCheckpoint(how: 'truncated' | 'corrupt'): Promise<string> {
-    const original = await this.store.load?.({}, checkpointId);
-    if (original === undefined) return 'nothing stored';
-    const bad =
-      how === 'truncated'
-        ? original.base.slice(0, Math.floor(original.base.length / 2))
-        : new TextEncoder().encode('{"version":1,"unhandled":[');
-    await this.store.set({}, checkpointId, bad);
-    const probe = createTurnLoop<number>({
-      runtime: this.runtime,
-      ownerId,
-      sessionId,
-      store: this.store,
-      checkpointId,
-      genInput: (items) => ({ input: items, consumed: items }),
-      prepareAgent: () => this.agent,
-    });
-    probe.run();
-    let exit: TurnLoopExit<number> | undefined;
-    void probe.wait().then((value) => (exit = value));
-    for (let round = 0; round < 50 && exit === undefined; round++) await this.clock.advance(1);
-    const after = await this.store.get({}, checkpointId);
-    if (exit === undefined) {
-      this.violation(`[checkpoint-corrupt-exits] a loop on ${how} bytes never exited (50 ms)`);
-      probe.stop({ mode: 'immediate' });
-    } else if (!(exit.exitReason instanceof CheckpointCorruptError)) {
-      this.violation(
-        `[checkpoint-corrupt-exits] a loop on ${how} bytes exited with ${String(exit.exitReason)}, not CHECKPOINT_CORRUPT`,
-      );
-    }
-    if (after === undefined || after.join() !== bad.join()) {
-      this.violation(`[checkpoint-corrupt-kept] the ${how} checkpoint did not stay in place`);
-    }
-    await this.store.set({}, checkpointId, original.base);
-    for (const patch of original.patches) await this.store.append?.({}, checkpointId, patch);
-    return `${how} bytes: ${exit === undefined ? 'no exit' : String((exit.exitReason as { code?: string } | undefined)?.code)}`;
-  }
-
   /** Item conservation for one loop, and what it left in the store. */
   async closeGeneration(generation: Generation): Promise<void> {
     const exit = generation.exit;
-    if (exit === undefined) return;
+    if (exit === undefined || generation.closed) return;
+    generation.closed = true;
     const late = exit.takeLateItems();
     if (exit.takeLateItems().length !== 0)
       this.violation('[late-items-once] takeLateItems() gave items twice');
@@ -417,7 +452,15 @@ export class TurnLoopWorld {
     // What a restart will find: exactly the exit's leftovers if they were saved, else nothing new.
     const text = await stored(this.store);
     if (exit.checkpointAttempted && exit.checkpointError === undefined) {
-      const checkpoint = text === undefined ? undefined : decode(text);
+      let checkpoint: Checkpoint<number> | undefined;
+      try {
+        checkpoint = text === undefined ? undefined : decode(text);
+      } catch (error) {
+        this.violation(
+          `[checkpoint-holds-exit] loop ${generation.index}: the saved checkpoint does not decode: ${String(error)}`,
+        );
+        return;
+      }
       if (
         checkpoint === undefined ||
         checkpoint.unhandled.join() !== exit.unhandledItems.join() ||
