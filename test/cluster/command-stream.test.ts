@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { CommandTimeoutError } from '../../src/errors.js';
 import type { SessionKey } from '../../src/events/event-log.js';
-import { HttpError } from '../../src/server/http-error.js';
+import { HttpError, toHttpError } from '../../src/server/http-error.js';
 import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster, type ClusterScene } from './cluster-helpers.js';
 import {
@@ -107,6 +107,25 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     expect(a.runtime.session('alice', 's1').activeRunId).toBeUndefined();
     const gone = await refusal(b.access.execute(messageCommand(key, 'too late')));
     expect((gone as HttpError).toData()).toMatchObject({ code: 'not_found' });
+  });
+
+  it('answers a command on its holder once its effect is in Redis', async () => {
+    const scene = cluster.scene(key);
+    const a = node(scene, 'A');
+    await a.access.execute(createCommand(key));
+    // Writes wait in Redis for a while: an answer sent before its batch landed would come first.
+    await scene.admin.call('CLIENT', 'PAUSE', '300', 'WRITE');
+    const answer = await a.access.execute(messageCommand(key, 'here'));
+    // Read straight from Redis (reads are not paused): the batch was acknowledged first.
+    const entries = (await scene.admin.xrange(scene.keys.events, '-', '+')) as Array<
+      [string, string[]]
+    >;
+    const events = entries.map(([, fields]) => JSON.parse(fields[1]!) as Record<string, unknown>);
+    expect(events.filter((event) => event.type === 'user.message')).toEqual([
+      expect.objectContaining({
+        payload: { text: 'here', run_id: runIdOf(answer), strategy: 'enqueue' },
+      }),
+    ]);
   });
 
   it('applies commands from several instances in Stream order; with nudges lost, the renew beat delivers them', async () => {
@@ -223,6 +242,8 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     for (const error of await Promise.all(waiting)) {
       expect(error).toBeInstanceOf(CommandTimeoutError);
       expect((error as CommandTimeoutError).code).toBe('COMMAND_TIMEOUT');
+      expect(toHttpError(error).toBody()).toMatchObject({ error: { code: 'command_timeout' } });
+      expect(toHttpError(error).status).toBe(504);
     }
     // Still in the Stream: applied later, its answers kept with a TTL for nobody.
     await a.cluster.renew();
