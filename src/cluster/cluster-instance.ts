@@ -1,7 +1,8 @@
 /**
  * One runplane instance of a cluster on Redis (docs/architecture.md, "Cluster on Redis"): its
  * session leases, the outboxes of the sessions it holds with their shipper, and the event log
- * that reads the Streams. A later phase wires it into `runplane serve`; nothing else uses it yet.
+ * that reads the Streams. `cluster-session-access.ts` takes commands to it; a later phase wires
+ * both into `runplane serve`.
  *
  * The rule it keeps: one writer per session. An instance writes a session only while it holds
  * the session's lease; every batch carries the lease's fence and Redis refuses a stale one. When
