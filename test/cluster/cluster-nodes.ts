@@ -47,7 +47,10 @@ export interface ClusterNode {
 }
 
 export interface NodeOptions {
-  readonly instance?: Omit<ClusterInstanceOptions, 'redis' | 'instanceId' | 'clock'>;
+  readonly instance?: Omit<ClusterInstanceOptions, 'redis' | 'instanceId' | 'clock'> & {
+    /** The instance's connection. @default a fresh one to the private Redis */
+    readonly redis?: ClusterInstanceOptions['redis'];
+  };
   readonly access?: Omit<ClusterSessionAccessOptions, 'cluster' | 'local'>;
 }
 

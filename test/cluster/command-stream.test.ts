@@ -6,6 +6,7 @@
  * good by the holder's renew beat; a holder that dies or is fenced leaves the command to the
  * next holder, which applies it once.
  */
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CommandTimeoutError } from '../../src/errors.js';
 import type { SessionKey } from '../../src/events/event-log.js';
@@ -19,6 +20,7 @@ import {
   useClusterNodes,
   type ClusterNode,
 } from './cluster-nodes.js';
+import { startTcpProxy } from './tcp-proxy.js';
 
 const key: SessionKey = { ownerId: 'alice', sessionId: 's1' };
 
@@ -152,6 +154,35 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
       ...a.runtime.session('alice', 's1').queuedRunIds,
     ]).toEqual(runIds);
     expect(await scene.admin.xlen(scene.keys.commands)).toBe(1); // the applied ones trimmed
+  });
+
+  it("finds an answer whose nudge was lost on the sender's next poll", async () => {
+    const scene = cluster.scene(key);
+    const proxy = await startTcpProxy(cluster.server().port);
+    const viaProxy = new Redis({ port: proxy.port, host: '127.0.0.1' });
+    viaProxy.on('error', () => undefined); // cut below on purpose
+    try {
+      const a = node(scene, 'A');
+      const b = node(scene, 'B', {
+        instance: { redis: viaProxy }, // its subscriber too: a duplicate of this connection
+        access: { nudgeHolders: false, answerPollMs: 100 },
+      });
+      await a.access.execute(createCommand(key));
+      const answer = b.access.execute(messageCommand(key, 'nudge lost'));
+      await streamLength(scene, 1);
+      proxy.reset(); // B's connections dropped: the answer's nudge cannot reach it
+      await a.cluster.renew();
+      const answerKey = async () => (await scene.admin.keys(scene.keys.answer('*')))[0];
+      await pollUntil(async () => (await answerKey()) !== undefined, 'the answer in Redis');
+      proxy.heal();
+      expect(await answerKey()).toBeDefined(); // nobody read it: the nudge was lost
+      b.clock.increment(100); // B's poll reads it (once its connection is back)
+      expect((await answer).results[0]).toMatchObject({ result: 'accepted' });
+      expect(await answerKey()).toBeUndefined(); // read and deleted
+    } finally {
+      viaProxy.disconnect();
+      await proxy.close();
+    }
   });
 
   it('lets the next holder apply, once, a command whose holder died before answering', async () => {
