@@ -23,7 +23,8 @@ export type RunplaneErrorCode =
   | 'MODEL_ERROR'
   | 'CONTEXT_OVER_BUDGET'
   | 'STALE_FENCE'
-  | 'OUTBOX_FULL';
+  | 'OUTBOX_FULL'
+  | 'COMMAND_TIMEOUT';
 
 /**
  * The base class of every runplane error.
@@ -315,4 +316,28 @@ export function isCancellation(error: unknown): boolean {
     current = current.cause;
   }
   return false;
+}
+
+/**
+ * A command sent to the instance that holds its session was not answered within the bound.
+ * Code `COMMAND_TIMEOUT`.
+ *
+ * @remarks The command stays in the session's command Stream, so it may still be applied: its
+ * outcome is unknown, and a client reads the session before it retries (docs/architecture.md,
+ * "Cluster on Redis").
+ */
+export class CommandTimeoutError extends RunplaneError {
+  constructor(
+    readonly ownerId: string,
+    readonly sessionId: string,
+    /** The id the command was sent with. */
+    readonly requestId: string,
+    /** How long the sender waited, in ms of the cluster's clock. */
+    readonly waitedMs: number,
+  ) {
+    super(
+      'COMMAND_TIMEOUT',
+      `no answer within ${waitedMs} ms from the instance holding session ${sessionId} of ${ownerId} (request ${requestId}); the command may still be applied`,
+    );
+  }
 }

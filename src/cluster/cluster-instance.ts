@@ -1,7 +1,8 @@
 /**
  * One runplane instance of a cluster on Redis (docs/architecture.md, "Cluster on Redis"): its
  * session leases, the outboxes of the sessions it holds with their shipper, and the event log
- * that reads the Streams. A later phase wires it into `runplane serve`; nothing else uses it yet.
+ * that reads the Streams. `cluster-session-access.ts` takes commands to it; a later phase wires
+ * both into `runplane serve`.
  *
  * The rule it keeps: one writer per session. An instance writes a session only while it holds
  * the session's lease; every batch carries the lease's fence and Redis refuses a stale one. When
@@ -12,9 +13,12 @@
  * @module
  * @internal
  */
+import type { Redis } from 'ioredis';
+import type { Clock } from '../clock.js';
 import { StaleFenceError, type RunplaneError } from '../errors.js';
 import { toSessionKeyString, type EventLog, type SessionKey } from '../events/event-log.js';
 import { resolveClusterOptions, type ClusterInstanceOptions } from './cluster-options.js';
+import { toInstanceChannel, toSessionKeys, type SessionKeys } from './keys.js';
 import { createOutbox, type RecordOp } from './outbox.js';
 import { createRedisEventLog, type SessionMirror } from './redis-event-log.js';
 import { defineClusterScripts } from './scripts.js';
@@ -25,6 +29,14 @@ import { createTailWatcher } from './tail-watcher.js';
 /** @internal One instance of a cluster. */
 export interface ClusterInstance {
   readonly instanceId: string;
+  /** The command connection (as given in the options). */
+  readonly redis: Redis;
+  /** The clock of leases and timers (as given in the options, or the monotonic default). */
+  readonly clock: Clock;
+  /** The Redis keys of a session under this instance's prefix. */
+  keysOf(key: SessionKey): SessionKeys;
+  /** The pub/sub channel of an instance (this one by default) under this instance's prefix. */
+  channelOf(instanceId?: string): string;
   /** The event log: writes for sessions held here, reads for any session. */
   readonly eventLog: EventLog;
   /**
@@ -42,6 +54,13 @@ export interface ClusterInstance {
    */
   write(key: SessionKey, op: RecordOp): void;
   /**
+   * Opens a group of writes of a held session that reach Redis in one batch, all or none, once
+   * the returned function closes it (see `Outbox.openGroup`; close it within a few microtasks).
+   *
+   * @throws {@link StaleFenceError} (`STALE_FENCE`) when the session is not held here
+   */
+  openGroup(key: SessionKey): () => void;
+  /**
    * Resolves once every write queued so far for the session is in Redis.
    *
    * @throws {@link StaleFenceError} (`STALE_FENCE`, rejected) when the session is or gets lost
@@ -55,6 +74,13 @@ export interface ClusterInstance {
   release(key: SessionKey): Promise<boolean>;
   /** Renews every held lease now (the timer does so every TTL/3). */
   renew(): Promise<void>;
+  /**
+   * Calls `listener` after every renew round that reached Redis (each TTL/3, and each
+   * `renew()`): the beat of backstops such as the command Stream's re-read.
+   *
+   * @returns a function that removes the listener
+   */
+  onRenewed(listener: () => void): () => void;
   /** Stops timers and the subscriber connection; held leases expire in Redis. */
   close(): Promise<void>;
 }
@@ -84,11 +110,19 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     if (tell) options.onLost?.(mirror.key, error);
   };
 
-  const leases = createSessionLeases(resolved, scripts, (lease, error) => {
-    const mirror = mirrors.get(toSessionKeyString(lease.key));
-    if (mirror !== undefined) lose(lease.key, lease.fence, error, true);
-    else options.onLost?.(lease.key, error);
-  });
+  const renewListeners = new Set<() => void>();
+  const leases = createSessionLeases(
+    resolved,
+    scripts,
+    (lease, error) => {
+      const mirror = mirrors.get(toSessionKeyString(lease.key));
+      if (mirror !== undefined) lose(lease.key, lease.fence, error, true);
+      else options.onLost?.(lease.key, error);
+    },
+    () => {
+      for (const listener of [...renewListeners]) listener();
+    },
+  );
   const shipper = createShipper(
     resolved,
     scripts,
@@ -135,6 +169,11 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
 
   return {
     instanceId: resolved.instanceId,
+    redis: resolved.redis,
+    clock: resolved.clock,
+    keysOf: (key) => toSessionKeys(key, resolved.keyPrefix),
+    channelOf: (instanceId = resolved.instanceId) =>
+      toInstanceChannel(instanceId, resolved.keyPrefix),
     eventLog: createRedisEventLog(resolved, watcher, mirrorOf),
 
     async acquire(key) {
@@ -156,6 +195,8 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
       heldMirror(key).outbox.enqueueOp(op);
     },
 
+    openGroup: (key) => heldMirror(key).outbox.openGroup(),
+
     async flushed(key) {
       await heldMirror(key).outbox.flushed();
     },
@@ -176,6 +217,11 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     },
 
     renew: () => leases.renew(),
+
+    onRenewed(listener) {
+      renewListeners.add(listener);
+      return () => renewListeners.delete(listener);
+    },
 
     async close() {
       leases.close();

@@ -88,7 +88,12 @@ const monotonicClock: Clock = {
   clearTimeout: (handle) => systemClock.clearTimeout(handle),
 };
 
-const integer = (
+/**
+ * @internal `value` (or `fallback` when undefined) as an integer from `min` to `max`.
+ *
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) naming `name` otherwise
+ */
+export const checkInteger = (
   name: string,
   value: number | undefined,
   fallback: number,
@@ -118,16 +123,16 @@ export function resolveClusterOptions(options: ClusterInstanceOptions): Resolved
       `expected \`instanceId\` to be a non-empty string, got ${JSON.stringify(instanceId)}`,
     );
   }
-  const leaseTtlMs = integer('leaseTtlMs', options.leaseTtlMs, 10_000, 30);
+  const leaseTtlMs = checkInteger('leaseTtlMs', options.leaseTtlMs, 10_000, 30);
   const renewEveryMs = Math.floor(leaseTtlMs / 3);
-  const retryMinMs = integer('retry.minMs', options.retry?.minMs, 20, 1);
+  const retryMinMs = checkInteger('retry.minMs', options.retry?.minMs, 20, 1);
   return {
     redis: options.redis,
     instanceId,
     keyPrefix: checkKeyPrefix(options.keyPrefix ?? defaultKeyPrefix),
     leaseTtlMs,
     renewEveryMs,
-    leaseMarginMs: integer(
+    leaseMarginMs: checkInteger(
       'leaseMarginMs',
       options.leaseMarginMs,
       Math.floor(leaseTtlMs / 5),
@@ -135,13 +140,13 @@ export function resolveClusterOptions(options: ClusterInstanceOptions): Resolved
       renewEveryMs,
     ),
     clock: options.clock ?? monotonicClock,
-    maxOutboxEntries: integer('maxOutbox.entries', options.maxOutbox?.entries, 10_000, 1),
-    maxOutboxBytes: integer('maxOutbox.bytes', options.maxOutbox?.bytes, 16 * 1024 * 1024, 1),
-    maxBatchEntries: integer('maxBatch.entries', options.maxBatch?.entries, 256, 1),
-    maxBatchBytes: integer('maxBatch.bytes', options.maxBatch?.bytes, 512 * 1024, 1),
+    maxOutboxEntries: checkInteger('maxOutbox.entries', options.maxOutbox?.entries, 10_000, 1),
+    maxOutboxBytes: checkInteger('maxOutbox.bytes', options.maxOutbox?.bytes, 16 * 1024 * 1024, 1),
+    maxBatchEntries: checkInteger('maxBatch.entries', options.maxBatch?.entries, 256, 1),
+    maxBatchBytes: checkInteger('maxBatch.bytes', options.maxBatch?.bytes, 512 * 1024, 1),
     retryMinMs,
-    retryMaxMs: integer('retry.maxMs', options.retry?.maxMs, 1_000, retryMinMs),
-    followPollMs: integer('followPollMs', options.followPollMs, 1_000, 1),
-    readBatchSize: integer('readBatchSize', options.readBatchSize, 256, 1),
+    retryMaxMs: checkInteger('retry.maxMs', options.retry?.maxMs, 1_000, retryMinMs),
+    followPollMs: checkInteger('followPollMs', options.followPollMs, 1_000, 1),
+    readBatchSize: checkInteger('readBatchSize', options.readBatchSize, 256, 1),
   };
 }

@@ -34,7 +34,7 @@ export interface SessionKeys {
   readonly runs: string;
   /** Hash: session meta fields. */
   readonly meta: string;
-  /** Stream: requests for the session from other instances (a later phase). */
+  /** Stream: commands for the session from other instances, fields `r`, `i`, `c`. */
   readonly commands: string;
   /** String: the id of the last command Stream entry the holder applied. */
   readonly commandsApplied: string;
@@ -42,6 +42,8 @@ export interface SessionKeys {
   readonly tailChannel: string;
   /** Hash: one run's record, a field per record field (JSON values). */
   run(runId: string): string;
+  /** String with a TTL: the answer of the command sent with `requestId`. */
+  answer(requestId: string): string;
 }
 
 /**
@@ -87,5 +89,13 @@ export function toSessionKeys(key: SessionKey, prefix: string = defaultKeyPrefix
     commandsApplied: `${base}:commands-applied`,
     tailChannel: `${prefix}tail:${toSessionTag(key)}`,
     run: (runId) => `${base}:run:${runId}`,
+    answer: (requestId) => `${base}:answer:${requestId}`,
   };
 }
+
+/**
+ * @internal The pub/sub channel of one instance: nudges for the sessions it holds ("a command
+ * waits") and for the commands it sent ("its answer is in").
+ */
+export const toInstanceChannel = (instanceId: string, prefix: string = defaultKeyPrefix): string =>
+  `${prefix}instance:${instanceId}`;

@@ -19,7 +19,10 @@ import type { SessionKeys } from './keys.js';
  * - `run.put`: replaces the run's record (one hash per run; each field's value stored as JSON);
  * - `run.merge`: sets the given fields of the run's record, keeping the others;
  * - `meta.set` / `meta.del`: session meta fields (strings);
- * - `commands.applied`: the command Stream entry the holder has applied up to.
+ * - `commands.applied`: the command Stream entry the holder has applied up to (the entries up
+ *   to it are trimmed from the Stream);
+ * - `command.answer`: a command's answer (`json`), kept `ttlMs` under its request id, and a
+ *   nudge (`message`) published on the requester's instance channel.
  * Fields whose value is `undefined` are left out.
  */
 export type RecordOp =
@@ -30,9 +33,20 @@ export type RecordOp =
     }
   | { readonly op: 'meta.set'; readonly fields: Readonly<Record<string, string>> }
   | { readonly op: 'meta.del'; readonly fields: readonly string[] }
-  | { readonly op: 'commands.applied'; readonly id: string };
+  | { readonly op: 'commands.applied'; readonly id: string }
+  | {
+      readonly op: 'command.answer';
+      readonly requestId: string;
+      readonly json: string;
+      readonly ttlMs: number;
+      readonly channel: string;
+      readonly message: string;
+    };
 
-/** One write waiting for Redis. */
+/**
+ * One write waiting for Redis. `open`: written inside a group that goes on after it (see
+ * {@link Outbox.openGroup}), so no batch ends here.
+ */
 type OutboxEntry =
   | {
       readonly event: true;
@@ -40,14 +54,16 @@ type OutboxEntry =
       readonly json: string;
       readonly runId: string | undefined;
       readonly bytes: number;
+      open: boolean;
     }
   | {
       readonly event: false;
-      /** The op's script arguments, without the key index of a run op. */
+      /** The op's script arguments, without the index of its own key. */
       readonly parts: readonly string[];
-      /** A run op's run id (its record key goes into KEYS). */
-      readonly runId: string | undefined;
+      /** The key of an op that writes one of its own (a run record, an answer): into KEYS. */
+      readonly recordKey: string | undefined;
       readonly bytes: number;
+      open: boolean;
     };
 
 /** @internal The writes of one batch: one script call. */
@@ -77,6 +93,12 @@ export interface Outbox {
   enqueueEvent(seq: number, json: string, runId: string | undefined): void;
   /** Queues a record op. @throws the stop error */
   enqueueOp(op: RecordOp): void;
+  /**
+   * Opens a group: the writes queued until the returned function is called go to Redis in one
+   * batch, all or none (a group longer than a batch's bounds still goes whole). Nothing of an
+   * open group ships, so call the function soon (within the step, or a few microtasks).
+   */
+  openGroup(): () => void;
   /** Resolves once everything queued so far is acknowledged; rejects with the stop error. */
   flushed(): Promise<void>;
 }
@@ -87,8 +109,11 @@ export interface ShippableOutbox extends Outbox {
   inFlight: Batch | undefined;
   /** Writes waiting, excluding those of the batch in flight. */
   readonly pending: number;
-  /** Takes the next batch from the front (call only with nothing in flight). */
-  takeBatch(id: string, maxEntries: number, maxBytes: number): Batch;
+  /**
+   * Takes the next batch from the front (call only with nothing in flight); ends only between
+   * groups. `undefined` when all that waits is an open group.
+   */
+  takeBatch(id: string, maxEntries: number, maxBytes: number): Batch | undefined;
   /** The batch in flight was applied. */
   acknowledge(): void;
   /** Stops the outbox: drops its writes, rejects its waiters; later writes throw `error`. */
@@ -134,6 +159,21 @@ function encodeOp(op: RecordOp): string[] {
       return [op.op, String(op.fields.length), ...op.fields];
     case 'commands.applied':
       return [op.op, op.id];
+    case 'command.answer':
+      return [op.op, String(op.ttlMs), op.channel, op.message, op.json];
+  }
+}
+
+/** The key an op writes of its own (it goes into the script's KEYS), if any. */
+function recordKeyOf(op: RecordOp, keys: SessionKeys): string | undefined {
+  switch (op.op) {
+    case 'run.put':
+    case 'run.merge':
+      return keys.run(op.runId);
+    case 'command.answer':
+      return keys.answer(op.requestId);
+    default:
+      return undefined;
   }
 }
 
@@ -160,6 +200,8 @@ export function createOutbox(
   let acked = 0;
   let stopped: RunplaneError | undefined;
   let lastAcked = ackedSeq;
+  /** Groups open now (see `openGroup`). */
+  let openGroups = 0;
   const waiters: Array<{ target: number; resolve: () => void; reject: (error: unknown) => void }> =
     [];
 
@@ -175,6 +217,7 @@ export function createOutbox(
       onOverflow(outbox, overflow);
       throw overflow;
     }
+    entry.open = openGroups > 0;
     entries.push(entry);
     bytes += entry.bytes;
     queued++;
@@ -198,15 +241,34 @@ export function createOutbox(
     },
 
     enqueueEvent(seq, json, runId) {
-      push({ event: true, seq, json, runId, bytes: byteLength(json) });
+      push({ event: true, seq, json, runId, bytes: byteLength(json), open: false });
     },
 
     enqueueOp(op) {
       const parts = encodeOp(op);
-      const runId = op.op === 'run.put' || op.op === 'run.merge' ? op.runId : undefined;
       let size = 0;
       for (const part of parts) size += byteLength(part);
-      push({ event: false, parts, runId, bytes: size });
+      push({
+        event: false,
+        parts,
+        recordKey: recordKeyOf(op, lease.keys),
+        bytes: size,
+        open: false,
+      });
+    },
+
+    openGroup() {
+      openGroups++;
+      let closed = false;
+      return () => {
+        if (closed) return;
+        closed = true;
+        if (--openGroups > 0) return;
+        const last = entries.at(-1);
+        if (last === undefined || !last.open || stopped !== undefined) return;
+        last.open = false; // the group's last write: a batch may end here
+        onWrite(outbox);
+      };
     },
 
     flushed() {
@@ -219,17 +281,26 @@ export function createOutbox(
       let size = 0;
       let count = 0;
       let lastSeq = outbox.ackedSeq;
+      // Where the batch may end (after a write outside any open group), and its last seq there.
+      let cut = 0;
+      let cutSeq = lastSeq;
       for (const entry of entries) {
-        if (count >= maxEntries || (count > 0 && size + entry.bytes > maxBytes)) break;
+        const full = count >= maxEntries || (count > 0 && size + entry.bytes > maxBytes);
+        if (full && cut > 0) break; // else a group larger than a batch goes whole
         size += entry.bytes;
         count++;
         if (entry.event) lastSeq = entry.seq;
+        if (!entry.open) {
+          cut = count;
+          cutSeq = lastSeq;
+        }
       }
+      if (cut === 0) return undefined;
       const batch: Batch = {
         id,
         firstSeq: outbox.ackedSeq + 1,
-        lastSeq,
-        entries: entries.slice(0, count),
+        lastSeq: cutSeq,
+        entries: entries.slice(0, cut),
         attempts: 0,
       };
       outbox.inFlight = batch;
@@ -270,13 +341,15 @@ export const toBatchKeys = (keys: SessionKeys): string[] => [
   keys.runs,
   keys.meta,
   keys.commandsApplied,
+  keys.commands,
 ];
 
 /**
  * @internal The KEYS and ARGV of the batch script for `batch` (see `shipLua` in scripts.ts):
  * events as their JSON, the run ids that logged, then the ops flattened as
  * `name, …arguments` (`run.put`/`run.merge`: key index, run id, field count, field, JSON, …;
- * `meta.set`: count, field, value, …; `meta.del`: count, field, …; `commands.applied`: id).
+ * `meta.set`: count, field, value, …; `meta.del`: count, field, …; `commands.applied`: id;
+ * `command.answer`: key index, ttl ms, channel, message, JSON).
  */
 export function encodeBatch(outbox: Outbox, batch: Batch): { keys: string[]; args: string[] } {
   const { keys } = outbox;
@@ -290,10 +363,10 @@ export function encodeBatch(outbox: Outbox, batch: Batch): { keys: string[]; arg
       if (entry.runId !== undefined) runIds.add(entry.runId);
       continue;
     }
-    if (entry.runId === undefined) ops.push(...entry.parts);
+    if (entry.recordKey === undefined) ops.push(...entry.parts);
     else {
-      // A run op: its name, then the index (1-based) of the run's record key in KEYS.
-      scriptKeys.push(keys.run(entry.runId));
+      // An op with a key of its own: its name, then the index (1-based) of that key in KEYS.
+      scriptKeys.push(entry.recordKey);
       ops.push(entry.parts[0]!, String(scriptKeys.length), ...entry.parts.slice(1));
     }
   }

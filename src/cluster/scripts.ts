@@ -1,6 +1,7 @@
 /**
- * The Lua scripts of a cluster: the fenced lease (acquire, renew, release) and the fenced batch
- * of the write-behind (docs/architecture.md, "Cluster on Redis"). Each touches the keys of one
+ * The Lua scripts of a cluster: the fenced lease (acquire, renew, release), the fenced batch
+ * of the write-behind and the bounded append to a command Stream (docs/architecture.md,
+ * "Cluster on Redis"). Each touches the keys of one
  * session only and declares them all in KEYS, so each runs on one slot.
  *
  * @module
@@ -39,7 +40,8 @@ return 1
  * One batch of the write-behind, all or nothing: checks, then writes.
  *
  * KEYS: 1 lease, 2 fence, 3 seq, 4 batch, 5 events, 6 event-runs, 7 runs, 8 meta,
- * 9 commands-applied, 10.. the run records the ops name.
+ * 9 commands-applied, 10 commands, 11.. the keys the ops write of their own (run records,
+ * answers).
  * ARGV: 1 lease value, 2 fence, 3 batch id, 4 tail channel, 5 first seq, 6 n events, then the n
  * event JSONs, then the count and ids of runs that logged in the batch, then the ops (see
  * `encodeOps` in outbox.ts). Every op is checked before anything is written: a script that
@@ -68,7 +70,7 @@ while i <= #ARGV do
   if name == 'run.put' or name == 'run.merge' then
     local k = tonumber(ARGV[i + 1])
     local fields = tonumber(ARGV[i + 3])
-    if k == nil or k < 10 or k > #KEYS or fields == nil then return {'bad_batch', name} end
+    if k == nil or k < 11 or k > #KEYS or fields == nil then return {'bad_batch', name} end
     i = i + 4 + 2 * fields
   elseif name == 'meta.set' or name == 'meta.del' then
     local fields = tonumber(ARGV[i + 1])
@@ -77,6 +79,12 @@ while i <= #ARGV do
     i = i + 2 + fields
   elseif name == 'commands.applied' then
     i = i + 2
+  elseif name == 'command.answer' then
+    local k = tonumber(ARGV[i + 1])
+    if k == nil or k < 11 or k > #KEYS or tonumber(ARGV[i + 2]) == nil then
+      return {'bad_batch', name}
+    end
+    i = i + 6
   else
     return {'bad_batch', 'unknown op ' .. tostring(name)}
   end
@@ -104,9 +112,14 @@ while i <= #ARGV do
     local fields = tonumber(ARGV[i + 1])
     if fields > 0 then redis.call('HDEL', KEYS[8], unpack(ARGV, i + 2, i + 1 + fields)) end
     i = i + 2 + fields
-  else
+  elseif name == 'commands.applied' then
     redis.call('SET', KEYS[9], ARGV[i + 1])
+    redis.call('XTRIM', KEYS[10], 'MINID', ARGV[i + 1])
     i = i + 2
+  else
+    redis.call('SET', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 5], 'PX', ARGV[i + 2])
+    redis.call('PUBLISH', ARGV[i + 3], ARGV[i + 4])
+    i = i + 6
   end
 end
 redis.call('SET', KEYS[4], ARGV[3])
@@ -115,6 +128,20 @@ local last = first + n - 1
 redis.call('SET', KEYS[3], last)
 redis.call('PUBLISH', ARGV[4], last)
 return {'ok', last}
+`;
+
+/**
+ * Appends a command to a session's command Stream unless it holds `max` entries already, and
+ * says who holds the session's lease (so the sender knows whom to nudge).
+ * KEYS: commands, lease. ARGV: max entries, request id, instance id, command JSON.
+ * Returns `{'ok', entryId, holder}` (`holder` is `''` when nobody holds the lease) or
+ * `{'full', length}`.
+ */
+const addCommandLua = `
+local length = redis.call('XLEN', KEYS[1])
+if length >= tonumber(ARGV[1]) then return {'full', length} end
+local id = redis.call('XADD', KEYS[1], '*', 'r', ARGV[2], 'i', ARGV[3], 'c', ARGV[4])
+return {'ok', id, redis.call('GET', KEYS[2]) or ''}
 `;
 
 /** A script's reply as ioredis gives it. */
@@ -128,6 +155,15 @@ export interface ClusterScripts {
   release(lease: string, value: string): Promise<Reply>;
   /** `keys` and `args` as the ship script reads them (see its comment). */
   ship(keys: readonly string[], args: readonly string[]): Promise<Reply>;
+  /** Appends a command to a session's command Stream, bounded (see `addCommandLua`). */
+  addCommand(
+    commands: string,
+    lease: string,
+    maxEntries: number,
+    requestId: string,
+    instanceId: string,
+    json: string,
+  ): Promise<Reply>;
   /** Queues calls on a pipeline of the connection; their replies come from `exec()`. */
   queue(pipeline: ChainableCommander): {
     renew(lease: string, value: string, ttlMs: number): void;
@@ -140,6 +176,7 @@ const names = {
   renew: 'runplaneLeaseRenew',
   release: 'runplaneLeaseRelease',
   ship: 'runplaneShipBatch',
+  addCommand: 'runplaneAddCommand',
 } as const;
 
 /**
@@ -156,11 +193,12 @@ export function defineClusterScripts(redis: Redis): ClusterScripts {
       `expected \`redis\` to be a client without a keyPrefix (the cluster has its own), got ${JSON.stringify(redis.options.keyPrefix)}`,
     );
   }
-  if (!(names.ship in redis)) {
+  if (!(names.addCommand in redis)) {
     redis.defineCommand(names.acquire, { numberOfKeys: 2, lua: acquireLua });
     redis.defineCommand(names.renew, { numberOfKeys: 1, lua: renewLua });
     redis.defineCommand(names.release, { numberOfKeys: 1, lua: releaseLua });
     redis.defineCommand(names.ship, { lua: shipLua });
+    redis.defineCommand(names.addCommand, { numberOfKeys: 2, lua: addCommandLua });
   }
   const on =
     (target: Redis | ChainableCommander) =>
@@ -173,6 +211,8 @@ export function defineClusterScripts(redis: Redis): ClusterScripts {
     renew: (lease, value, ttlMs) => call(names.renew)(lease, value, ttlMs),
     release: (lease, value) => call(names.release)(lease, value),
     ship: (keys, args) => call(names.ship)(keys.length, ...keys, ...args),
+    addCommand: (commands, lease, maxEntries, requestId, instanceId, json) =>
+      call(names.addCommand)(commands, lease, maxEntries, requestId, instanceId, json),
     queue(pipeline) {
       const queued = on(pipeline);
       return {

@@ -60,11 +60,13 @@ export interface SessionLeases {
  * @param scripts - the scripts on the command connection
  * @param onLost - called once per lease this instance loses on its own notice: a renew that
  *   Redis refused (`renew_refused`) or a deadline that passed (`deadline_passed`)
+ * @param onRenewed - called after each renew round that reached Redis (timer or `renew()`)
  */
 export function createSessionLeases(
   options: ResolvedClusterOptions,
   scripts: ClusterScripts,
   onLost: (lease: HeldLease, error: StaleFenceError) => void,
+  onRenewed: () => void = () => undefined,
 ): SessionLeases {
   const { clock, redis, instanceId, leaseTtlMs, leaseMarginMs, renewEveryMs } = options;
   const leases = new Map<string, HeldLease>();
@@ -131,6 +133,7 @@ export function createSessionLeases(
       else lose(lease, 'renew_refused');
     });
     armDeadline();
+    onRenewed();
   };
 
   const renewRound = (): Promise<void> => {

@@ -107,15 +107,21 @@ export function createShipper(
       round.push(outbox);
     }
     ready.clear();
-    if (round.length === 0 || closed) return;
-    for (const outbox of round) sending.add(outbox);
+    if (closed) return;
+    // An outbox whose writes are all in an open group has no batch yet: closing it reschedules.
+    const sent = round.filter(
+      (outbox) =>
+        (outbox.inFlight ?? outbox.takeBatch(nextBatchId(), maxBatchEntries, maxBatchBytes)) !==
+        undefined,
+    );
+    if (sent.length === 0) return;
+    for (const outbox of sent) sending.add(outbox);
     let results: Array<[Error | null, unknown]> | null = null;
     try {
       const pipeline = redis.pipeline();
       const calls = scripts.queue(pipeline);
-      for (const outbox of round) {
-        const batch =
-          outbox.inFlight ?? outbox.takeBatch(nextBatchId(), maxBatchEntries, maxBatchBytes);
+      for (const outbox of sent) {
+        const batch = outbox.inFlight!;
         batch.attempts++;
         const { keys, args } = encodeBatch(outbox, batch);
         calls.ship(keys, args);
@@ -124,7 +130,7 @@ export function createShipper(
     } catch {
       // The whole pipeline failed (the connection, a timeout): every batch is retried.
     }
-    round.forEach((outbox, i) => {
+    sent.forEach((outbox, i) => {
       sending.delete(outbox);
       const [error, reply] = results?.[i] ?? [new Error('pipeline failed'), undefined];
       settle(outbox, error, reply);

@@ -32,6 +32,8 @@ export type HttpErrorCode =
   | 'rate_limited'
   | 'shutting_down'
   | 'store_failed'
+  | 'session_moved'
+  | 'command_timeout'
   | 'request_timeout'
   | 'client_closed_request'
   | 'headers_too_large'
@@ -43,7 +45,7 @@ export type HttpErrorCode =
 export const statusOfCode: Readonly<
   Record<
     HttpErrorCode,
-    400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 422 | 429 | 431 | 499 | 500 | 503
+    400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 417 | 422 | 429 | 431 | 499 | 500 | 503 | 504
   >
 > = {
   unauthorized: 401,
@@ -70,6 +72,10 @@ export const statusOfCode: Readonly<
   rate_limited: 429,
   shutting_down: 503,
   store_failed: 500,
+  // A cluster's: the session's lease moved while the command was applied, or its holder did
+  // not answer in time. Either way the outcome is unknown: read the session, then retry.
+  session_moved: 503,
+  command_timeout: 504,
   request_timeout: 408,
   // nginx's status for a client that went away before its request was read: nobody sees it.
   client_closed_request: 499,
@@ -185,6 +191,13 @@ export function toHttpError(error: unknown): HttpError {
         return new HttpError('invalid_body', error.message);
       case 'NOT_FOUND':
         return new HttpError('not_found', error.message);
+      case 'STALE_FENCE':
+        return new HttpError(
+          'session_moved',
+          'the session moved to another instance while the request was applied; its outcome is unknown: read the session before retrying',
+        );
+      case 'COMMAND_TIMEOUT':
+        return new HttpError('command_timeout', error.message);
       default:
         break;
     }

@@ -216,6 +216,28 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
     expect(calls.xadd).toBe(6);
   });
 
+  it('ships a write group in one batch, whole even past the batch bound, and nothing of it while open', async () => {
+    const { keys, admin, instance } = cluster.scene(key);
+    const a = instance('A', { maxBatch: { entries: 2 } });
+    await a.acquire(key);
+    await admin.config('RESETSTAT');
+    a.eventLog.append({}, key, { type: 'before', at: 0 });
+    const close = a.openGroup(key);
+    for (let i = 1; i <= 5; i++) a.eventLog.append({}, key, { type: `g${i}`, at: i });
+    a.write(key, { op: 'commands.applied', id: '7-0' });
+    const shipped = a.flushed(key);
+    // Only the write before the group can ship while the group is open.
+    await pollUntil(async () => (await admin.get(keys.seq)) === '1', 'the write before the group');
+    expect((await commandCalls(admin)).xadd).toBe(1);
+    close();
+    await shipped;
+    const calls = await commandCalls(admin);
+    // [before], then the group of 6 writes as one batch (without the group: 3 more batches of 2).
+    expect((calls.evalsha ?? 0) + (calls.eval ?? 0)).toBe(2);
+    expect((await stored(admin, keys)).seq).toBe('6');
+    expect(await admin.get(keys.commandsApplied)).toBe('7-0');
+  });
+
   it('stops a session whose outbox passes its bound, with OUTBOX_FULL, and hands the lease back', async () => {
     const { keys, admin, lost, instance } = cluster.scene(key);
     const a = instance('A', { maxOutbox: { entries: 5 } });

@@ -1,0 +1,325 @@
+/**
+ * The {@link SessionAccess} of a cluster instance (docs/architecture.md, "Cluster on Redis"):
+ * reads and idempotency keys as the local access has them, and commands taken to the one
+ * writer of their session, the holder of its lease.
+ *
+ * `execute(command)` on this instance:
+ * - **held here** → the local access applies it; the answer waits until the batch carrying its
+ *   effect is acknowledged by Redis (a 2xx means durable);
+ * - **held by nobody** → this instance takes the lease (`onAcquired` rebuilds the session, then
+ *   the command Stream past the applied cursor is applied) and applies it as above;
+ * - **held elsewhere** → appended to the session's command Stream (bounded), the holder nudged
+ *   over pub/sub, and the answer awaited (bounded; see `command-waiters.ts`).
+ *
+ * The holder applies the Stream in order past its applied cursor, through the local access (the
+ * same code as a local request), when nudged and, as the backstop of a lost nudge, on every
+ * renew round. Each entry is applied in a write group: its effect, the cursor past it and its
+ * answer reach Redis in one fenced batch, all or none.
+ *
+ * **Exactly once.** A command is applied once in the durable history: the cursor moves only in
+ * the batch that carries the command's effect, and only the lease holder's batches are accepted.
+ * A holder that dies (or is fenced) after applying a command in memory but before that batch
+ * landed left neither its effect nor its answer in Redis; the next holder reads the cursor after
+ * taking the lease (so no batch of the old fence can land after) and applies the command again,
+ * for the first time durably; its sender gets that answer. One exception: `session.delete`
+ * answers once the session's runs have settled, so its answer follows in a later batch than its
+ * cursor; a holder lost between the two leaves the sender with `COMMAND_TIMEOUT` (the delete is
+ * durable; the answer is lost).
+ *
+ * @module
+ * @internal
+ */
+import { nanoid } from 'nanoid';
+import type { Redis } from 'ioredis';
+import { StaleFenceError } from '../errors.js';
+import { toSessionKeyString, type SessionKey } from '../events/event-log.js';
+import { HttpError } from '../server/http-error.js';
+import type { SessionAccess, SessionCommand } from '../server/session-access.js';
+import {
+  resolveClusterSessionAccessOptions,
+  type ClusterSessionAccessOptions,
+} from './cluster-access-options.js';
+import {
+  fromAnswerJson,
+  holderOf,
+  parseInstanceMessage,
+  readCommands,
+  toAnswerJson,
+  toAnswerOp,
+  toCommandNudge,
+  type CommandEntry,
+} from './command-stream.js';
+import { createCommandWaiters } from './command-waiters.js';
+import type { LeaseGrant } from './session-lease.js';
+import { defineClusterScripts } from './scripts.js';
+
+/** @internal A cluster's session access; `close()` ends its subscription and waits. */
+export interface ClusterSessionAccess extends SessionAccess {
+  /** Resolves once this instance listens on its channel (commands may be sent before). */
+  readonly ready: Promise<void>;
+  /** Ends the subscriber connection and the waits (`SHUTTING_DOWN`); leases are the cluster's. */
+  close(): Promise<void>;
+}
+
+/** What the holder keeps of a session whose command Stream it applies. */
+interface HeldSession {
+  readonly key: SessionKey;
+  /** The fence it holds the session under: a new fence is a new `HeldSession`. */
+  readonly fence: number;
+  /** The id of the last entry applied (in memory ahead of Redis); undefined until caught up. */
+  cursor: string | undefined;
+  /** Settles once `onAcquired` ran and the Stream was applied. */
+  ready: Promise<void>;
+  /** The pump applying the Stream now, if one runs. */
+  pumping: Promise<void> | undefined;
+  /** A nudge came while the pump ran: read again. */
+  again: boolean;
+}
+
+/** Resolves on the next macrotask: by then, an answer that needs no I/O has settled. */
+const nextMacrotask = () =>
+  new Promise<undefined>((resolve) => setImmediate(() => resolve(undefined)));
+
+/**
+ * @internal Creates the session access of a cluster instance.
+ *
+ * @param options - {@link ClusterSessionAccessOptions}
+ * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`) for a bad option
+ */
+export function createClusterSessionAccess(
+  options: ClusterSessionAccessOptions,
+): ClusterSessionAccess {
+  const resolved = resolveClusterSessionAccessOptions(options);
+  const { cluster, local, reportError } = resolved;
+  const redis: Redis = cluster.redis;
+  const scripts = defineClusterScripts(redis);
+  const held = new Map<string, HeldSession>();
+
+  /** The session's state while this instance still holds it under the same fence. */
+  const heldSession = (key: SessionKey): HeldSession | undefined => {
+    const k = toSessionKeyString(key);
+    const session = held.get(k);
+    if (session !== undefined && session.fence !== cluster.fenceOf(key)) held.delete(k);
+    return held.get(k);
+  };
+
+  const reportUnlessLost = (error: unknown) => {
+    if (!(error instanceof StaleFenceError)) reportError(error);
+  };
+
+  /** Applies one entry in a write group: its effect, the cursor past it, and its answer. */
+  const applyEntry = async (session: HeldSession, entry: CommandEntry) => {
+    const { key } = session;
+    const close = cluster.openGroup(key);
+    try {
+      const { command } = entry;
+      const pending =
+        command instanceof HttpError
+          ? Promise.resolve(toAnswerJson({ ok: false, error: command }))
+          : local.execute(command).then(
+              (answer) => toAnswerJson({ ok: true, answer }),
+              (error: unknown) => {
+                if (!(error instanceof HttpError)) reportUnlessLost(error);
+                return toAnswerJson({ ok: false, error });
+              },
+            );
+      cluster.write(key, { op: 'commands.applied', id: entry.id });
+      session.cursor = entry.id;
+      if (entry.requestId === '') return;
+      const answer = (json: string) =>
+        cluster.write(
+          key,
+          toAnswerOp(
+            entry.requestId,
+            json,
+            resolved.answerTtlMs,
+            cluster.channelOf(entry.instanceId),
+          ),
+        );
+      const json = await Promise.race([pending, nextMacrotask()]);
+      if (json !== undefined) answer(json);
+      // Still waiting (a delete waits for its runs): the answer follows in a later batch.
+      else void pending.then(answer).catch(reportUnlessLost);
+    } finally {
+      close();
+    }
+  };
+
+  /** Applies the session's command Stream past its cursor, in order, until it is empty. */
+  const pump = (key: SessionKey): Promise<void> => {
+    const session = heldSession(key);
+    if (session === undefined || session.cursor === undefined) return Promise.resolve();
+    if (session.pumping !== undefined) {
+      session.again = true;
+      return session.pumping;
+    }
+    const keys = cluster.keysOf(key);
+    const run = async () => {
+      do {
+        session.again = false;
+        for (;;) {
+          if (heldSession(key) !== session) return;
+          const entries = await readCommands(
+            redis,
+            keys,
+            key,
+            session.cursor!,
+            resolved.readBatchSize,
+          );
+          for (const entry of entries) {
+            if (heldSession(key) !== session) return;
+            await applyEntry(session, entry);
+          }
+          if (entries.length > 0) {
+            await cluster.flushed(key);
+            // Answers of this instance's own commands (it took the lease meanwhile).
+            for (const entry of entries) waiters.fetch(entry.requestId);
+          }
+          if (entries.length < resolved.readBatchSize) break;
+        }
+      } while (session.again);
+    };
+    session.pumping = run()
+      .catch(reportUnlessLost)
+      .finally(() => (session.pumping = undefined));
+    return session.pumping;
+  };
+
+  /** Reads the applied cursor of a session just taken, after `onAcquired`, and applies the Stream. */
+  const catchUp = async (session: HeldSession) => {
+    await resolved.onAcquired(session.key);
+    session.cursor = (await redis.get(cluster.keysOf(session.key).commandsApplied)) ?? '0-0';
+    await pump(session.key);
+  };
+
+  /** Takes the lease when nobody holds it; once held here, the session is caught up. */
+  const ensureHeld = async (key: SessionKey): Promise<LeaseGrant> => {
+    const grant = await cluster.acquire(key);
+    if (!grant.acquired) return grant;
+    let session = heldSession(key);
+    if (session === undefined) {
+      const created: HeldSession = {
+        key,
+        fence: grant.fence,
+        cursor: undefined,
+        ready: Promise.resolve(),
+        pumping: undefined,
+        again: false,
+      };
+      created.ready = catchUp(created).catch(async (error: unknown) => {
+        held.delete(toSessionKeyString(key));
+        await cluster.release(key).catch(() => undefined);
+        throw error;
+      });
+      held.set(toSessionKeyString(key), created);
+      session = created;
+    }
+    await session.ready;
+    return grant;
+  };
+
+  const takeOver = (key: SessionKey) => void ensureHeld(key).catch(reportUnlessLost);
+
+  const waiters = createCommandWaiters(resolved, takeOver, (key) => void pump(key));
+
+  const subscriber = redis.duplicate();
+  subscriber.on('error', () => undefined); // it reconnects and resubscribes; the polls cover the gap
+  subscriber.on('message', (_channel: string, text: string) => {
+    const message = parseInstanceMessage(text);
+    if (message?.t === 'a') waiters.fetch(message.r);
+    else if (message?.t === 'c') void pump({ ownerId: message.o, sessionId: message.s });
+  });
+  const ready = subscriber.subscribe(cluster.channelOf()).then(() => undefined);
+  ready.catch(() => undefined); // awaited by every command
+
+  // The backstop: each renew round re-reads the Stream of every session held here.
+  const stopBackstop = cluster.onRenewed(() => {
+    for (const session of [...held.values()]) void pump(session.key);
+  });
+
+  /** Applies a command here and answers once its effect is durable. */
+  const applyHere = async (key: SessionKey, command: SessionCommand) => {
+    let answer: unknown;
+    let refusal: { error: unknown } | undefined;
+    try {
+      answer = await local.execute(command);
+    } catch (error) {
+      refusal = { error };
+    }
+    await cluster.flushed(key); // a refusal may follow effects (the results before it)
+    if (refusal !== undefined) throw refusal.error;
+    return answer;
+  };
+
+  /** Appends a command to the holder's Stream, nudges the holder, and waits for the answer. */
+  const send = async (key: SessionKey, json: string) => {
+    const keys = cluster.keysOf(key);
+    const requestId = nanoid();
+    const answer = waiters.wait(key, requestId);
+    let reply: [string, string | number, string?];
+    try {
+      reply = (await scripts.addCommand(
+        keys.commands,
+        keys.lease,
+        resolved.maxPendingCommands,
+        requestId,
+        cluster.instanceId,
+        json,
+      )) as typeof reply;
+    } catch (error) {
+      waiters.abandon(requestId, error);
+      return answer;
+    }
+    if (reply[0] === 'full') {
+      waiters.abandon(
+        requestId,
+        new HttpError(
+          'session_queue_full',
+          `expected at most ${resolved.maxPendingCommands} commands waiting for the instance that holds session ${JSON.stringify(key.sessionId)}; retry later`,
+        ),
+      );
+      return answer;
+    }
+    const holder = reply[2] ?? '';
+    if (holder === '')
+      takeOver(key); // the holder's lease ended meanwhile
+    else if (holderOf(holder) === cluster.instanceId) void pump(key);
+    else if (resolved.nudgeHolders) {
+      redis
+        .publish(cluster.channelOf(holderOf(holder)), toCommandNudge(key))
+        .catch(() => undefined);
+    }
+    return answer;
+  };
+
+  const execute = async (command: SessionCommand): Promise<unknown> => {
+    const json = JSON.stringify(command);
+    if (Buffer.byteLength(json, 'utf8') > resolved.maxCommandBytes) {
+      throw new HttpError(
+        'payload_too_large',
+        `expected a command of at most ${resolved.maxCommandBytes} bytes of JSON, got ${Buffer.byteLength(json, 'utf8')}`,
+      );
+    }
+    await ready;
+    const key: SessionKey = { ownerId: command.ownerId, sessionId: command.sessionId };
+    const grant = await ensureHeld(key);
+    if (grant.acquired) return applyHere(key, command);
+    return fromAnswerJson(await send(key, json));
+  };
+
+  return {
+    findSession: (ownerId, sessionId) => local.findSession(ownerId, sessionId),
+    listSessions: (ownerId, page) => local.listSessions(ownerId, page),
+    viewSession: (session) => local.viewSession(session),
+    getRun: (ownerId, runId) => local.getRun(ownerId, runId),
+    events: local.events,
+    idempotencyKeys: local.idempotencyKeys,
+    execute: execute as SessionAccess['execute'],
+    ready,
+    async close() {
+      stopBackstop();
+      waiters.close();
+      await subscriber.quit().catch(() => subscriber.disconnect());
+    },
+  };
+}

@@ -1,0 +1,141 @@
+/**
+ * Cluster nodes in one process: each is a ClusterInstance on the scene's private Redis with a
+ * real local runtime (its event log the instance's Redis log, its records in its own SQLite
+ * file), the service's local session access, and the cluster session access around it. The
+ * agent is the test's (the LLM is the only mock).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach } from 'vitest';
+import { SimulatedClock } from 'xstate';
+import type { ClusterSessionAccessOptions } from '../../src/cluster/cluster-access-options.js';
+import type { ClusterInstance } from '../../src/cluster/cluster-instance.js';
+import type { ClusterInstanceOptions } from '../../src/cluster/cluster-options.js';
+import {
+  createClusterSessionAccess,
+  type ClusterSessionAccess,
+} from '../../src/cluster/cluster-session-access.js';
+import type { SessionKey } from '../../src/events/event-log.js';
+import type { Agent } from '../../src/run/agent.js';
+import { createRuntime } from '../../src/runtime/create-runtime.js';
+import type { Runtime } from '../../src/runtime/runtime-types.js';
+import { createTokenAuthenticator } from '../../src/server/auth.js';
+import { createServiceApp } from '../../src/server/service-app.js';
+import type { SessionRecords } from '../../src/stores/session-records.js';
+import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
+import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
+import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
+import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
+import { createSqliteSessionRecords } from '../../src/stores/sqlite/session-records.js';
+import { createSqliteSessionStore } from '../../src/stores/sqlite/session-store.js';
+import type { ClusterScene } from './cluster-helpers.js';
+
+/** One instance of the cluster with its runtime. */
+export interface ClusterNode {
+  readonly cluster: ClusterInstance;
+  readonly access: ClusterSessionAccess;
+  readonly runtime: Runtime;
+  /** The instance's (simulated) clock: leases, renews, answer polls, command timeouts. */
+  readonly clock: SimulatedClock;
+  /** This node's session records (its SQLite file). */
+  readonly sessions: SessionRecords;
+  /** The inputs the agent started with on this node, in order. */
+  readonly started: string[];
+  /** Stops the access and the instance without releasing leases (they expire in Redis). */
+  die(): Promise<void>;
+}
+
+export interface NodeOptions {
+  readonly instance?: Omit<ClusterInstanceOptions, 'redis' | 'instanceId' | 'clock'> & {
+    /** The instance's connection. @default a fresh one to the private Redis */
+    readonly redis?: ClusterInstanceOptions['redis'];
+  };
+  readonly access?: Omit<ClusterSessionAccessOptions, 'cluster' | 'local'>;
+}
+
+/**
+ * An agent that runs until its run is cancelled (an LLM call that never ends), recording each
+ * input it starts with.
+ */
+const blockingAgent = (started: string[]): Agent<string, unknown> => ({
+  execute: (input, ctx) =>
+    new Promise((_resolve, reject) => {
+      started.push(input);
+      const stop = () => reject(new Error(`cancelled: ${String(ctx.signal.reason)}`));
+      ctx.signal.addEventListener('abort', stop, { once: true });
+    }),
+});
+
+/** Call inside a `describe`: nodes are closed after each test and their files removed. */
+export function useClusterNodes() {
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  return (scene: ClusterScene, instanceId: string, options: NodeOptions = {}): ClusterNode => {
+    const dir = mkdtempSync(join(tmpdir(), `runplane-cluster-${instanceId}-`));
+    const database = openSqliteDatabase({ path: join(dir, 'runplane.db') });
+    const clock = new SimulatedClock();
+    const cluster = scene.instance(instanceId, { ...options.instance, clock });
+    const started: string[] = [];
+    const runtime = createRuntime({
+      unwindTimeoutMs: 1_000,
+      stores: {
+        eventLog: cluster.eventLog,
+        sessionStore: createSqliteSessionStore({ database }),
+        inbox: createSqliteInbox({ database }),
+      },
+      reportError: () => undefined,
+    });
+    const sessions = createSqliteSessionRecords({ database });
+    let access: ClusterSessionAccess | undefined;
+    const service = createServiceApp({
+      runtime,
+      agent: blockingAgent(started),
+      sessions,
+      runs: createSqliteRunRecords({ database }),
+      authenticate: createTokenAuthenticator(new Map()),
+      idempotencyKeys: createSqliteIdempotencyKeys({ database }),
+      reportError: () => undefined,
+      sessionAccess: (local) =>
+        (access = createClusterSessionAccess({ cluster, local, ...options.access })),
+    });
+    let dead = false;
+    const die = async () => {
+      if (dead) return;
+      dead = true;
+      await access!.close();
+      await cluster.close();
+    };
+    cleanups.push(async () => {
+      service.close();
+      await runtime.shutdown({ graceMs: 0 }).catch(() => undefined);
+      await die();
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return { cluster, access: access!, runtime, clock, sessions, started, die };
+  };
+}
+
+/** The `session.create` command of `key` with the default settings. */
+export const createCommand = (key: SessionKey) =>
+  ({ type: 'session.create', ...key, settings: {} }) as const;
+
+/** A `session.apply_events` command of one `user.message`. */
+export const messageCommand = (key: SessionKey, text: string) =>
+  ({
+    type: 'session.apply_events',
+    ...key,
+    events: [{ type: 'user.message', payload: { text } }],
+  }) as const;
+
+/** A `session.apply_events` command of one `user.interrupt` of `runId` (immediate). */
+export const cancelCommand = (key: SessionKey, runId: string) =>
+  ({
+    type: 'session.apply_events',
+    ...key,
+    events: [{ type: 'user.interrupt', payload: { run_id: runId } }],
+  }) as const;
