@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { toOwnerKeys } from '../../src/cluster/owner-keys.js';
+import { createRedisInbox } from '../../src/cluster/redis-inbox.js';
 import { createRedisCheckpointStore } from '../../src/cluster/redis-checkpoint-store.js';
 import { createOwnerIndex } from '../../src/cluster/redis-owner-index.js';
 import {
@@ -178,6 +179,32 @@ describe.skipIf(skipRedis)('the cluster record stores', () => {
     const reader = createSessionRecordReader(a);
     expect((await reader.list(key.ownerId, { limit: 2 })).map((s) => s.sessionId)).toEqual(['s1']);
     expect(await reader.count(key.ownerId)).toBe(1);
+  });
+
+  it('keeps waiting hints across a lease move, in order; a drain is shipped too', async () => {
+    const scene = cluster.scene(key);
+    const [a, b, c] = ['A', 'B', 'C'].map((id) => scene.instance(id));
+    const [atA, atB, atC] = [a!, b!, c!].map((instance) => createRedisInbox(instance));
+    const hint = (id: string) => ({
+      id,
+      text: `hint ${id} ["x"] 🙂`,
+      source: 'user-supplement',
+      at: 2 ** 50,
+    });
+    expect(() => atA!.push({}, key, hint('h0'))).toThrow(/STALE_FENCE/);
+    await a!.acquire(key);
+    for (const id of ['h1', 'h2', 'h3']) atA!.push({}, key, hint(id));
+    expect(atA!.drain({}, key)).toEqual([hint('h1'), hint('h2'), hint('h3')]);
+    for (const id of ['h4', 'h5']) atA!.push({}, key, hint(id));
+    expect(await a!.release(key)).toBe(true);
+    await b!.acquire(key);
+    expect(atB!.size({}, key)).toBe(2);
+    atB!.push({}, key, hint('h6'));
+    expect(atB!.drain({}, key)).toEqual([hint('h4'), hint('h5'), hint('h6')]);
+    atB!.push({}, key, hint('h7'));
+    expect(await b!.release(key)).toBe(true);
+    await c!.acquire(key);
+    expect(atC!.drain({}, key)).toEqual([hint('h7')]);
   });
 
   it('holds the per-owner session quota under concurrent creates from two instances', async () => {

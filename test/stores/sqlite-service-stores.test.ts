@@ -1,6 +1,6 @@
 /**
  * The SQLite stores behind `runplane serve`: the shared database and its migrations, the
- * inbox, on a real file (the record stores' contract suites are in `record-stores.test.ts`).
+ * inbox, on a real file (its contract also against the cluster's inbox on a real private Redis) (the record stores' contract suites are in `record-stores.test.ts`).
  */
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,6 +10,10 @@ import { createMemoryInbox } from '../../src/inbox/memory-inbox.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { applySqliteMigrations, openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
+import { createRedisInbox } from '../../src/cluster/redis-inbox.js';
+import { useCluster } from '../cluster/cluster-helpers.js';
+import { holderOf } from '../cluster/record-harnesses.js';
+import { skipRedis } from '../redis/redis-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'runplane-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -55,20 +59,34 @@ describe('openSqliteDatabase', () => {
 
 const hint = (id: string, text: string) => ({ id, text, source: 'user-supplement', at: 1 });
 
-describe.each<[string, () => Inbox & { close?: () => void }]>([
-  ['memory', () => createMemoryInbox()],
-  ['sqlite', () => createSqliteInbox({ path: freshPath() })],
-])('Inbox contract: %s', (_name, create) => {
-  it('drains hints in push order, once, per owner and session', () => {
-    const inbox = create();
-    inbox.push({}, a, hint('h1', 'one'));
-    inbox.push({}, a, hint('h2', 'two'));
-    inbox.push({}, b, hint('h3', 'bob'));
-    expect(inbox.size({}, a)).toBe(2);
-    expect(inbox.drain({}, a).map((h) => h.text)).toEqual(['one', 'two']);
-    expect(inbox.drain({}, a)).toEqual([]);
-    expect(inbox.drain({}, b)).toEqual([hint('h3', 'bob')]);
-    inbox.close?.();
+/** The Inbox contract, against the inboxes `open` makes (one per test, holding `a` and `b`). */
+function describeInboxContract(name: string, open: () => Promise<Inbox & { close?: () => void }>) {
+  describe(`Inbox contract: ${name}`, () => {
+    it('drains hints in push order, once, per owner and session', async () => {
+      const inbox = await open();
+      inbox.push({}, a, hint('h1', 'one'));
+      inbox.push({}, a, hint('h2', 'two'));
+      inbox.push({}, b, hint('h3', 'bob'));
+      expect(inbox.size({}, a)).toBe(2);
+      expect(inbox.drain({}, a).map((h) => h.text)).toEqual(['one', 'two']);
+      expect(inbox.drain({}, a)).toEqual([]);
+      expect(inbox.drain({}, b)).toEqual([hint('h3', 'bob')]);
+      inbox.close?.();
+    });
+  });
+}
+
+describeInboxContract('memory', () => Promise.resolve(createMemoryInbox()));
+describeInboxContract('sqlite', () => Promise.resolve(createSqliteInbox({ path: freshPath() })));
+
+describe.skipIf(skipRedis)('on Redis', () => {
+  const cluster = useCluster();
+  describeInboxContract('redis', async () => {
+    const holder = holderOf(cluster);
+    const inbox = createRedisInbox(holder);
+    await holder.acquire(a);
+    await holder.acquire(b);
+    return inbox;
   });
 });
 
