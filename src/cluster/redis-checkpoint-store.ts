@@ -46,10 +46,10 @@ const scriptName = 'runplaneCheckpointWrite';
 type ScriptCall = (...args: Array<string | Buffer | number>) => Promise<unknown>;
 
 /**
- * @internal The session a checkpoint id names (`loop:` and the JSON of `[owner, session]`, as
+ * The session a checkpoint id names (`loop:` and the JSON of `[owner, session]`, as
  * `loop-sessions.ts` builds it), if it names one.
  */
-export function toCheckpointSession(checkpointId: string): SessionKey | undefined {
+function toCheckpointSession(checkpointId: string): SessionKey | undefined {
   if (!checkpointId.startsWith('loop:')) return undefined;
   try {
     const ids = JSON.parse(checkpointId.slice('loop:'.length)) as unknown;

@@ -35,8 +35,8 @@ export const recordStoreFailed = (what: string, detail: string, cause?: unknown)
 /** A record's fields as the run hash holds them (JSON values). */
 const toFields = (record: Partial<RunRecord>): Record<string, unknown> => ({ ...record });
 
-/** @internal Decodes a run hash (`HGETALL`), or `undefined` for an empty one. */
-export function toRunRecord(hash: Record<string, string>): RunRecord | undefined {
+/** Decodes a run hash (`HGETALL`), or `undefined` for an empty one. */
+function toRunRecord(hash: Record<string, string>): RunRecord | undefined {
   if (Object.keys(hash).length === 0) return undefined;
   const fields: Record<string, unknown> = {};
   for (const [field, json] of Object.entries(hash)) {
@@ -63,8 +63,8 @@ export function toRunRecord(hash: Record<string, string>): RunRecord | undefined
   };
 }
 
-/** @internal Reads the run records of a session (its set of run ids, then each hash). */
-export async function readSessionRuns(redis: Redis, keys: SessionKeys): Promise<RunRecord[]> {
+/** Reads the run records of a session (its set of run ids, then each hash). */
+async function readSessionRuns(redis: Redis, keys: SessionKeys): Promise<RunRecord[]> {
   const runIds = await redis.smembers(keys.runs);
   if (runIds.length === 0) return [];
   const pipeline = redis.pipeline();

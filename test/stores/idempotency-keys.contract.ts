@@ -2,9 +2,9 @@
  * The IdempotencyKeys contract (the IETF Idempotency-Key draft, §9 of docs/architecture.md):
  * one suite, run against memory, SQLite and the cluster's Redis store.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BeginIdempotentRequest, IdempotencyKeys } from '../../src/stores/idempotency-keys.js';
-import type { StoreHarness } from './record-store-contract.js';
+import { useStoreHarness, type StoreHarness } from './record-store-contract.js';
 
 const request = (changes: Partial<BeginIdempotentRequest> = {}): BeginIdempotentRequest => ({
   ownerId: 'alice',
@@ -23,12 +23,7 @@ export function describeIdempotencyKeysContract(
   open: () => Promise<StoreHarness<IdempotencyKeys>>,
 ): void {
   describe(`IdempotencyKeys contract: ${name}`, () => {
-    let harness: StoreHarness<IdempotencyKeys> | undefined;
-    const setup = async () => (harness = await open()).store;
-    afterEach(async () => {
-      await harness?.dispose();
-      harness = undefined;
-    });
+    const setup = useStoreHarness(open);
 
     it('claims a free key, holds it while in progress, replays its answer, refuses reuse', async () => {
       const keys = await setup();

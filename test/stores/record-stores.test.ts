@@ -20,7 +20,7 @@ import {
 } from '../cluster/record-harnesses.js';
 import { skipRedis } from '../redis/redis-server.js';
 import { describeIdempotencyKeysContract } from './idempotency-keys.contract.js';
-import type { StoreHarness } from './record-store-contract.js';
+import type { Awaitable, StoreHarness } from './record-store-contract.js';
 import { describeRunRecordsContract } from './run-records.contract.js';
 import { describeSessionRecordsContract } from './session-records.contract.js';
 
@@ -33,7 +33,9 @@ const sqlite =
   <T>(create: (options: { database: ReturnType<typeof openSqliteDatabase> }) => T) =>
   (): Promise<StoreHarness<T>> => {
     const database = openSqliteDatabase({ path: join(dir, `db-${++files}.db`) });
-    return Promise.resolve({ store: create({ database }), dispose: () => void database.close() });
+    // A synchronous store is its own awaitable view (each result is a value, not a promise).
+    const store = create({ database }) as Awaitable<T>;
+    return Promise.resolve({ store, dispose: () => void database.close() });
   };
 
 describeRunRecordsContract('sqlite', sqlite(createSqliteRunRecords));

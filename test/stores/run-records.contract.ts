@@ -2,9 +2,9 @@
  * The RunRecords contract (docs/architecture.md, "Event log and HTTP service", "Cluster on
  * Redis"): one suite, run against SQLite and the cluster's Redis store.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RunRecords } from '../../src/stores/run-records.js';
-import type { StoreHarness } from './record-store-contract.js';
+import { useStoreHarness, type StoreHarness } from './record-store-contract.js';
 
 const a = { ownerId: 'alice', sessionId: 's1' };
 
@@ -14,16 +14,12 @@ export function describeRunRecordsContract(
   open: () => Promise<StoreHarness<RunRecords>>,
 ): void {
   describe(`RunRecords contract: ${name}`, () => {
-    let harness: StoreHarness<RunRecords> | undefined;
+    const opened = useStoreHarness(open);
     const setup = async () => {
-      harness = await open();
-      await harness.store.create({ runId: 'r1', ...a, input: 'hello', at: 1 });
-      return harness.store;
+      const runs = await opened();
+      await runs.create({ runId: 'r1', ...a, input: 'hello', at: 1 });
+      return runs;
     };
-    afterEach(async () => {
-      await harness?.dispose();
-      harness = undefined;
-    });
 
     it('follows status changes; the first terminal status and outcome win', async () => {
       const runs = await setup();

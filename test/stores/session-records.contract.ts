@@ -2,9 +2,9 @@
  * The SessionRecords contract (docs/architecture.md, §9a, §9b, "Cluster on Redis"): one suite,
  * run against SQLite and the cluster's Redis store.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SessionRecords } from '../../src/stores/session-records.js';
-import type { StoreHarness } from './record-store-contract.js';
+import { useStoreHarness, type StoreHarness } from './record-store-contract.js';
 
 const a = { ownerId: 'alice', sessionId: 's1' };
 
@@ -14,12 +14,7 @@ export function describeSessionRecordsContract(
   open: () => Promise<StoreHarness<SessionRecords>>,
 ): void {
   describe(`SessionRecords contract: ${name}`, () => {
-    let harness: StoreHarness<SessionRecords> | undefined;
-    const setup = async () => (harness = await open()).store;
-    afterEach(async () => {
-      await harness?.dispose();
-      harness = undefined;
-    });
+    const setup = useStoreHarness(open);
 
     it('creates, finds by owner only, updates, and refuses a duplicate id', async () => {
       const sessions = await setup();
