@@ -1,6 +1,7 @@
 /**
  * The Redis keys of an owner (docs/architecture.md, "Cluster on Redis"): what is per owner
- * rather than per session (the session list and its quota, the run index, idempotency keys)
+ * rather than per session (the session list and its quota, the run index, idempotency keys,
+ * the request-rate bucket)
  * shares one hash tag per owner, so each of their scripts touches one slot.
  *
  * @module
@@ -26,6 +27,8 @@ export interface OwnerKeys {
   readonly idempotencyAnswers: string;
   /** Sorted set `key` scored by `createdAt`: the idempotency keys oldest first (expiry). */
   readonly idempotencyAges: string;
+  /** Hash `tokens`, `at` (Redis time, ms): the owner's request-rate bucket; expires once full. */
+  readonly rateBucket: string;
 }
 
 /** @internal The keys of `ownerId` under `prefix`. */
@@ -40,6 +43,7 @@ export function toOwnerKeys(ownerId: string, prefix: string = defaultKeyPrefix):
     idempotencyKeys: `${base}:idempotency`,
     idempotencyAnswers: `${base}:idempotency-answers`,
     idempotencyAges: `${base}:idempotency-ages`,
+    rateBucket: `${base}:rate`,
   };
 }
 

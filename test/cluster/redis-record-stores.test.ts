@@ -2,12 +2,14 @@
  * The cluster's record stores on a real private Redis, beyond the contract suites
  * (`test/stores/record-stores.test.ts`): a stale holder's record and checkpoint writes are
  * refused, a new holder's mirror is loaded from Redis (and repairs the owner indexes), a list
- * drops what a session's deletion left in the index, and the per-owner session quota holds
- * under concurrent creates from two instances.
+ * drops what a session's deletion left in the index, waiting hints move with the lease, and
+ * the per-owner session quota and request rate hold under concurrent creates and requests from
+ * two instances.
  */
 import { describe, expect, it } from 'vitest';
 import { toOwnerKeys } from '../../src/cluster/owner-keys.js';
 import { createRedisInbox } from '../../src/cluster/redis-inbox.js';
+import { createRedisRateBuckets } from '../../src/cluster/redis-rate-limit.js';
 import { createRedisCheckpointStore } from '../../src/cluster/redis-checkpoint-store.js';
 import { createOwnerIndex } from '../../src/cluster/redis-owner-index.js';
 import {
@@ -246,5 +248,45 @@ describe.skipIf(skipRedis)('the cluster record stores', () => {
     expect(await indexes[1]!.reserve(key.ownerId, 'late', quota)).toBe('reserved');
     expect(await indexes[1]!.reserve(key.ownerId, 'later', quota)).toBe('full');
     expect(await indexes[1]!.reserve(key.ownerId, 'later', { ...quota, at: 250 })).toBe('reserved');
+  });
+});
+
+describe.skipIf(skipRedis)('the cluster rate limit', () => {
+  const cluster = useCluster();
+
+  it('gives an owner one burst across instances, taken at once from two of them', async () => {
+    const keyPrefix = cluster.freshPrefix();
+    // 0.001 tokens/s: nothing refills while the test runs, so the counts are exact.
+    const options = { keyPrefix, perSecond: 0.001, burst: 4 };
+    const [a, b] = [cluster.connect(), cluster.connect()].map((redis) =>
+      createRedisRateBuckets({ ...options, redis }),
+    );
+    const waits = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a! : b!).take('alice')),
+    );
+    expect(waits.filter((wait) => wait === 0)).toHaveLength(4);
+    for (const wait of waits.filter((w) => w > 0)) {
+      expect(wait).toBeGreaterThan(990_000); // about one token's time: 1 / 0.001 s
+      expect(wait).toBeLessThanOrEqual(1_000_000);
+    }
+    expect(await a!.take('bob')).toBe(0); // per owner
+    const bucket = toOwnerKeys('alice', keyPrefix).rateBucket;
+    const ttl = await cluster.admin().pttl(bucket);
+    expect(ttl).toBeGreaterThan(0); // dropped once it would be full again
+    expect(ttl).toBeLessThanOrEqual(4_000_000);
+  });
+
+  it('refuses bad options with INVALID_ARGUMENT', () => {
+    const redis = cluster.admin();
+    for (const bad of [
+      { perSecond: 0, burst: 1 },
+      { perSecond: Number.NaN, burst: 1 },
+      { perSecond: 1, burst: 1.5 },
+      { perSecond: 1, burst: 0 },
+    ]) {
+      expect(() => createRedisRateBuckets({ ...bad, redis, keyPrefix: 'x:' })).toThrow(
+        /INVALID_ARGUMENT/,
+      );
+    }
   });
 });
