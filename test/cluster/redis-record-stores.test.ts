@@ -6,6 +6,7 @@
  * the per-owner session quota and request rate hold under concurrent creates and requests from
  * two instances.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { toOwnerKeys } from '../../src/cluster/owner-keys.js';
 import { createRedisInbox } from '../../src/cluster/redis-inbox.js';
@@ -207,6 +208,52 @@ describe.skipIf(skipRedis)('the cluster record stores', () => {
     expect(await b!.release(key)).toBe(true);
     await c!.acquire(key);
     expect(atC!.drain({}, key)).toEqual([hint('h7')]);
+  });
+
+  it('round-trips any run record exactly: any text, any safe ms, through mirror, batch and reader', async () => {
+    const scene = cluster.scene(key);
+    const a = scene.instance('A');
+    const runs = createRedisRunRecords(a);
+    const reader = createRunRecordReader(a);
+    await a.acquire(key);
+    let n = 0;
+    const text = fc.string({ unit: 'binary', maxLength: 200 });
+    await fc.assert(
+      fc.asyncProperty(
+        text,
+        fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER - 1 }),
+        fc.record(
+          {
+            status: fc.constantFrom('COMPLETED', 'FAILED', 'CANCELLED'),
+            reason: text,
+            cause: text,
+            error: text,
+            reply: text,
+            escalated: fc.boolean(),
+          },
+          { requiredKeys: ['status'] },
+        ),
+        async (input, at, outcome) => {
+          const runId = `run-${++n}`;
+          runs.create({ runId, ...key, input, at });
+          expect(runs.finish(runId, outcome, at + 1)).toBe(true);
+          await a.flushed(key);
+          const expected = {
+            runId,
+            ...key,
+            status: outcome.status,
+            input,
+            createdAt: at,
+            updatedAt: at + 1,
+            endedAt: at + 1,
+            outcome,
+          };
+          expect(runs.get(key.ownerId, runId)).toEqual(expected);
+          expect(await reader.get(key.ownerId, runId)).toEqual(expected);
+        },
+      ),
+      { numRuns: 100 },
+    );
   });
 
   it('holds the per-owner session quota under concurrent creates from two instances', async () => {
