@@ -116,8 +116,8 @@ export function createRedisCheckpointStore(options: RedisCheckpointStoreOptions)
       }
       lease = held;
     }
-    const payload =
-      data === undefined ? '' : Buffer.from(data.buffer, data.byteOffset, data.length);
+    // A copy: the caller may change `data` while the command waits to be sent.
+    const payload = data === undefined ? '' : Buffer.from(data);
     const reply = (await script(
       keys.lease,
       keys.fence,
