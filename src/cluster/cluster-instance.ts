@@ -12,8 +12,8 @@
  * @module
  * @internal
  */
-import { StaleFenceError, type RunplaneError } from '../errors.js';
 import type { Redis } from 'ioredis';
+import { StaleFenceError, type RunplaneError } from '../errors.js';
 import { toSessionKeyString, type EventLog, type SessionKey } from '../events/event-log.js';
 import { resolveClusterOptions, type ClusterInstanceOptions } from './cluster-options.js';
 import type { SessionKeys } from './keys.js';
