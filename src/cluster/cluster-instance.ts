@@ -26,10 +26,22 @@ import { createSessionLeases, type LeaseGrant } from './session-lease.js';
 import { createShipper } from './shipper.js';
 import { createTailWatcher } from './tail-watcher.js';
 
+/**
+ * @internal A holder-side mirror of one kind of session record (runs, session meta): loaded from
+ * Redis when the instance takes a session's lease, before `acquire` answers, and forgotten when
+ * the instance stops holding it (released or lost).
+ */
+export interface RecordMirror {
+  /** Loads the session's records; a rejection fails the `acquire` (the lease is given back). */
+  load(key: SessionKey, keys: SessionKeys): Promise<void>;
+  /** Drops what the mirror holds of the session. */
+  forget(key: SessionKey): void;
+}
+
 /** @internal One instance of a cluster. */
 export interface ClusterInstance {
   readonly instanceId: string;
-  /** The command connection (as given in the options). */
+  /** The command connection (as given in the options; the record stores and readers share it). */
   readonly redis: Redis;
   /** The clock of leases and timers (as given in the options, or the monotonic default). */
   readonly clock: Clock;
@@ -37,6 +49,15 @@ export interface ClusterInstance {
   keysOf(key: SessionKey): SessionKeys;
   /** The pub/sub channel of an instance (this one by default) under this instance's prefix. */
   channelOf(instanceId?: string): string;
+  /** The prefix of every key of this cluster. */
+  readonly keyPrefix: string;
+  /**
+   * Adds a record mirror: loaded on every later acquire, forgotten with every released or lost
+   * session. Add mirrors before the first acquire.
+   */
+  addMirror(mirror: RecordMirror): void;
+  /** The lease value (`<instanceId>:<fence>`) and fence this instance holds the session under. */
+  leaseOf(key: SessionKey): { readonly value: string; readonly fence: number } | undefined;
   /** The event log: writes for sessions held here, reads for any session. */
   readonly eventLog: EventLog;
   /**
@@ -94,6 +115,7 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
   const resolved = resolveClusterOptions(options);
   const scripts = defineClusterScripts(resolved.redis);
   const mirrors = new Map<string, SessionMirror>();
+  const recordMirrors: RecordMirror[] = [];
   const watcher = createTailWatcher(resolved);
 
   /** Forgets a session this instance held under `fence`, once; tells `onLost` when asked. */
@@ -103,6 +125,7 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     if (mirror === undefined || mirror.outbox.fence !== fence) return;
     mirrors.delete(k);
     mirror.outbox.stop(error);
+    for (const records of recordMirrors) records.forget(key);
     // Still held here (the outbox overflowed, or Redis refused a batch): hand the lease back, so
     // that another instance need not wait for it to expire (compare-and-delete: a no-op when
     // Redis already moved on).
@@ -159,6 +182,11 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
       (box) => shipper.schedule(box),
       (box, error) => lose(box.key, box.fence, error, true),
     );
+    for (const records of recordMirrors) await records.load(lease.key, lease.keys);
+    if (leases.held(key) !== lease) {
+      for (const records of recordMirrors) records.forget(key);
+      return; // lost while loading
+    }
     mirrors.set(toSessionKeyString(key), {
       key: lease.key,
       outbox,
@@ -174,6 +202,12 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     keysOf: (key) => toSessionKeys(key, resolved.keyPrefix),
     channelOf: (instanceId = resolved.instanceId) =>
       toInstanceChannel(instanceId, resolved.keyPrefix),
+    keyPrefix: resolved.keyPrefix,
+    addMirror: (mirror) => void recordMirrors.push(mirror),
+    leaseOf(key) {
+      const lease = mirrorOf(key) === undefined ? undefined : leases.held(key);
+      return lease === undefined ? undefined : { value: lease.value, fence: lease.fence };
+    },
     eventLog: createRedisEventLog(resolved, watcher, mirrorOf),
 
     async acquire(key) {
@@ -182,6 +216,7 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
         try {
           await load(key);
         } catch (error) {
+          for (const records of recordMirrors) records.forget(key);
           await leases.release(key).catch(() => undefined);
           throw error;
         }
@@ -208,6 +243,7 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
         const { fence } = mirror.outbox;
         if (mirrors.get(toSessionKeyString(key)) === mirror) {
           mirrors.delete(toSessionKeyString(key));
+          for (const records of recordMirrors) records.forget(key);
           mirror.outbox.stop(
             new StaleFenceError(key.ownerId, key.sessionId, fence, 'not_held', 'released'),
           );

@@ -26,8 +26,8 @@ export interface Hint {
 }
 
 /**
- * The inbox store: a FIFO of hints per session. Implementations: memory (here); SQLite and
- * Redis later.
+ * The inbox store: a FIFO of hints per session. Implementations: memory (here), SQLite
+ * (`stores/sqlite/inbox.ts`) and a cluster holder's (`cluster/redis-inbox.ts`).
  *
  * @remarks Synchronous like {@link EventLog.append}, so a push is ordered against the drain
  * of a running step: a hint is either in that step's request or waits for the next one.

@@ -114,7 +114,7 @@ export function createMemoryIdempotencyKeys(): IdempotencyKeys {
     },
     complete(ownerId, key, answer) {
       const entry = owners.get(ownerId)?.get(key);
-      if (entry !== undefined) entry.answer = answer;
+      if (entry !== undefined) entry.answer ??= answer; // the first answer wins, as in SQLite
     },
     release(ownerId, key) {
       const keys = owners.get(ownerId);

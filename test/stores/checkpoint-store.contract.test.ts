@@ -1,6 +1,6 @@
 /**
  * One contract suite for every CheckpointStore implementation (docs/architecture.md, "Checkpoints and stores", §14): memory,
- * and SQLite on a real file in a temporary directory.
+ * SQLite on a real file in a temporary directory, and the cluster's store on a real private Redis.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,9 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryCheckpointStore, type CheckpointStore } from '../../src/index.js';
 import { createSqliteCheckpointStore } from '../../src/stores/sqlite/index.js';
+import { createRedisCheckpointStore } from '../../src/cluster/redis-checkpoint-store.js';
+import { useCluster } from '../cluster/cluster-helpers.js';
+import { skipRedis } from '../redis/redis-server.js';
 
 interface Harness {
   store: CheckpointStore;
@@ -50,7 +53,8 @@ const implementations: Array<[string, () => Harness, { shared: boolean }]> = [
   ],
 ];
 
-describe.each(implementations)('CheckpointStore contract: %s', (_name, make, traits) => {
+/** The contract, against the harnesses `make` gives (one per test). */
+function describeCheckpointContract(make: () => Harness, traits: { shared: boolean }): void {
   let harness: Harness | undefined;
   const open = () => (harness = make());
   afterEach(() => {
@@ -217,6 +221,22 @@ describe.each(implementations)('CheckpointStore contract: %s', (_name, make, tra
       await other.delete({}, 'c1');
       expect(await h.store.get({}, 'c1')).toBeUndefined();
     },
+  );
+}
+
+describe.each(implementations)('CheckpointStore contract: %s', (_name, make, traits) =>
+  describeCheckpointContract(make, traits),
+);
+
+describe.skipIf(skipRedis)('CheckpointStore contract: redis', () => {
+  const cluster = useCluster();
+  describeCheckpointContract(
+    () => {
+      const keyPrefix = cluster.freshPrefix();
+      const open = () => createRedisCheckpointStore({ redis: cluster.connect(), keyPrefix });
+      return { store: open(), reopen: open, dispose: () => undefined };
+    },
+    { shared: true },
   );
 });
 
