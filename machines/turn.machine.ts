@@ -170,6 +170,7 @@ const turnSetup = setup({
       event.settlement.suspension !== undefined &&
       event.settlement.status !== 'CANCELLED',
     suspendedIt: stateIn({ progress: 'suspended' }),
+    settledHandled: ({ event }) => event.type === 'run.settled' && event.handled !== undefined,
   },
 });
 
@@ -302,6 +303,13 @@ export const turnMachine = turnSetup
                   target: 'suspended',
                   actions: 'recordSettlement',
                 },
+                // No onAgentEvents: the default handler's answer came with the settlement, and
+                // the turn ends in this one microstep.
+                {
+                  guard: 'settledHandled',
+                  target: 'ended',
+                  actions: ['recordSettlement', 'reportEnding'],
+                },
                 {
                   target: 'handling',
                   actions: 'recordSettlement',
@@ -320,8 +328,12 @@ export const turnMachine = turnSetup
           handling: {
             always: { guard: 'handlerReturned', target: 'ended', actions: 'reportEnding' },
           },
-          /** The loop has heard how the turn went (or that it was skipped or failed). */
-          ended: { type: 'final' },
+          /**
+           * The loop has heard how the turn went (or that it was skipped or failed). Not a final
+           * state: nothing waits for the region to be done, and a final one would cost the turn
+           * one more microstep (`xstate.done.state`) as it ends.
+           */
+          ended: {},
         },
         on: {
           'handler.returned': [
