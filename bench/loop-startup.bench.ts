@@ -1,6 +1,6 @@
 /**
  * Loop-session startup (issue 15): what `runplane serve` spends on loop sessions when it starts
- * (`LoopSessions.resumeAll`, after crash recovery), against how many idle loop sessions the
+ * (`createLoopSessions` and `LoopSessions.resumeAll`, after crash recovery), against how many idle loop sessions the
  * SQLite file holds. Each idle session has three answered messages in its log (`user.message`,
  * its turn's `session.run_started` with the item ids, `run.completed`). Real SQLite file; prints
  * JSON. Run with `npx tsx bench/loop-startup.bench.ts [sessions] [rounds]`. Never part of `npm test`.
@@ -61,6 +61,7 @@ async function timeStart(path: string) {
   const runs = createSqliteRunRecords({ database: db });
   const store = createSqliteCheckpointStore({ filename: path });
   const runtime = createRuntime({ stores: { eventLog } });
+  const t0 = performance.now();
   const loopSessions = createLoopSessions({
     runtime,
     agent: unusedAgent,
@@ -71,7 +72,6 @@ async function timeStart(path: string) {
       throw error as Error;
     },
   });
-  const t0 = performance.now();
   const resumed = await loopSessions.resumeAll();
   const ms = performance.now() - t0;
   await loopSessions.stopAll({ graceMs: 0 });
