@@ -1,9 +1,10 @@
 /**
  * Loop-session startup (issue 15): what `runplane serve` spends on loop sessions when it starts
- * (`createLoopSessions` and `LoopSessions.resumeAll`, after crash recovery), against how many idle loop sessions the
- * SQLite file holds. Each idle session has three answered messages in its log (`user.message`,
- * its turn's `session.run_started` with the item ids, `run.completed`). Real SQLite file; prints
- * JSON. Run with `npx tsx bench/loop-startup.bench.ts [sessions] [rounds]`. Never part of `npm test`.
+ * (`createLoopSessions` and `LoopSessions.resumeAll`, after crash recovery), against how many
+ * idle loop sessions the SQLite file holds. Each idle session has three answered messages in its
+ * log (`user.message`, its turn's `session.run_started` with the item ids, `run.completed`).
+ * Real SQLite file; prints JSON. Run with `npx tsx bench/loop-startup.bench.ts [sessions]
+ * [rounds]`. Never part of `npm test`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -5,9 +5,9 @@
  * reaches its safe point when told, no timer decides anything. The loop inherits the runtime's
  * inspector, so one observer sees the loop, its turns, the session and the run. Run with
  * `node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 --import tsx
- * bench/turn-steps.ts [turns] [warmup]`: a young generation that large keeps a scavenge out of
- * 200 measured turns, so the heap delta is what they allocated (if one runs anyway, the heap is
- * not reported). CPU time is reported beside it, not gated.
+ * bench/turn-steps.bench.ts [turns] [warmup]`: a young generation that large keeps a scavenge
+ * out of 200 measured turns, so the heap delta is what they allocated (if one runs anyway, the
+ * heap is not reported). CPU time is reported beside it, not gated.
  */
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import type { InspectionEvent } from 'xstate';
@@ -70,7 +70,7 @@ async function preemptedTurns(turns: number, warmup: number, inspected: boolean)
   const gc = (globalThis as { gc?: () => void }).gc;
   let heapBefore = 0;
   let cpuBefore = process.cpuUsage();
-  // A collection inside the counted turns makes the heap delta meaningless: it is then not reported.
+  // A collection inside the counted turns makes the heap delta meaningless: then not reported.
   let measured = { from: Infinity, to: Infinity };
   let collected = 0;
   const collections = new PerformanceObserver((list) => {
@@ -115,10 +115,10 @@ export async function turnSteps(turns: number, warmup: number) {
     eventsPerTurn: Object.fromEntries([...events].map(([type, n]) => [type, perTurn(n)])),
     macrostepsPerTurn: perTurn([...events.values()].reduce((a, b) => a + b, 0)),
     actorsPerTurn: perTurn(actors),
-    /** Heap allocated per turn; `undefined` without `--expose-gc`, or if a collection ran meanwhile. */
+    /** Heap allocated per turn; `undefined` without `--expose-gc` or if a collection ran. */
     heapBytesPerTurn:
       gc === undefined || allocated === undefined ? undefined : Math.round(allocated / turns),
-    /** CPU time per turn (this process, user + system): less at the mercy of a busy host than wall time. */
+    /** CPU time per turn (user + system): less at the mercy of a busy host than wall time. */
     cpuUsPerTurn: +((cpuMs / turns) * 1000).toFixed(1),
   };
 }
