@@ -4,16 +4,19 @@
  *
  * @remarks
  * Two parallel regions:
- * - `progress`: `planning → starting → running → handling | suspended → ended`. `planning` is genInput (or
- *   genResume), then prepareAgent (`planTurn`, answering `turn.planned`); `starting` starts the run (`startRun`) and the
- *   loop hears `turn.started`, with the plan and the run id, in the same step. While `running`,
- *   the run executes (`followRun` answers `run.settled`) and onAgentEvents reads its events
- *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for onAgentEvents once the run has
- *   settled. Without onAgentEvents (guard `readsEvents`) no handler is spawned: `run.settled`
- *   carries the default handler's answer and the turn ends in that step. A handler that returns while its run executes cancels the run. `suspended` is
+ * - `progress`: `planning → starting → running → handling | suspended → ended`. `planning` is
+ *   genInput (or genResume), then prepareAgent (the entry action `planTurn`; the turn hears
+ *   `turn.planned`); `starting` starts the run (`startRun`) and the loop hears `turn.started`,
+ *   with the plan and the run id, in the same step. While `running`, the run executes
+ *   (`followRun`, entry action, answers `run.settled`) and onAgentEvents reads its events
+ *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for
+ *   onAgentEvents once the run has settled. Without onAgentEvents (guard `readsEvents`) no
+ *   handler is spawned: `run.settled` carries the default handler's answer and the turn ends in
+ *   that step. A handler that returns while its run executes cancels the run. `suspended` is
  *   `handling` for a run whose agent ended it with `ctx.suspend(request)` (Eino's business
  *   interrupt) before any cancel landed: the agent ended the turn, asking for outside input.
- *   Then `turn.ended`.
+ *   Then `turn.ended`. Planning and following the run are actions, not child actors: a turn
+ *   without onAgentEvents is one actor (docs/architecture.md, "TurnLoop").
  * - `cancel`: who of the loop cancelled the run: `uncancelled → preempted → stopped`,
  *   `uncancelled → stopped`, or `uncancelled → endedByHandler`. A `turn.cancel` command reaches
  *   the run through `cancelRun`, which records whether it contributed to the run's cancel
@@ -23,8 +26,9 @@
  *
  * The run is the session's child, in the runtime's actor system: the turn knows it by run id.
  * Agents are functions, so they never travel in events or context: `planTurn` leaves the agent
- * with the runtime, keyed by turn id. The machine is pure: `createTurnLoop` provides
- * `planTurn`, `startRun`, `followRun`, `handleEvents`, `cancelRun` and the signal actions.
+ * with the runtime, keyed by turn id. The machine is pure: `createTurnLoop` provides the
+ * actions `planTurn`, `startRun`, `followRun`, `cancelRun` and the signal actions, and the
+ * actor `handleEvents`.
  *
  * @module
  */
@@ -97,13 +101,6 @@ const turnSetup = setup({
     input: {} as TurnInput,
   },
   actors: {
-    /**
-     * Placeholder: genInput or genResume (checked against the items), then prepareAgent;
-     * answers `turn.planned` or `turn.plan_failed`.
-     */
-    planTurn: fromCallback<EventObject, TurnInput>(() => undefined),
-    /** Placeholder: answers `run.settled` once the run has settled. */
-    followRun: fromCallback<EventObject, { turnId: string; runId: string }>(() => undefined),
     /** Placeholder: onAgentEvents over the run's events; answers `handler.returned`. */
     handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(({ sendBack }) =>
       sendBack({
@@ -113,6 +110,20 @@ const turnSetup = setup({
     ),
   },
   actions: {
+    /**
+     * Placeholder: starts planning, outside this step: genInput or genResume (checked against
+     * the items), then prepareAgent; the turn hears `turn.planned` or `turn.plan_failed`. Work,
+     * not an actor: a turn creates no child to plan (an actor per turn costs its construction,
+     * its `xstate.init` step and its registration). The runtime abandons it when the loop leaves
+     * the turn.
+     */
+    planTurn: (_, _input: TurnInput) => undefined,
+    /**
+     * Placeholder: follows the started run; the turn hears `run.settled` once it has settled.
+     * Like `planTurn`, work and not an actor; the runtime stops listening when the loop leaves
+     * the turn (and cancels the run if it has not ended).
+     */
+    followRun: (_, _run: { turnId: string; runId: string }) => undefined,
     /** Placeholder (an `assign` the runtime replaces): starts the run, writing `runId` or `startError`. */
     startRun: assign(({ context }) => ({
       runId: `run-${context.input.turnId}`,
@@ -159,6 +170,7 @@ const turnSetup = setup({
       event.settlement.suspension !== undefined &&
       event.settlement.status !== 'CANCELLED',
     suspendedIt: stateIn({ progress: 'suspended' }),
+    settledHandled: ({ event }) => event.type === 'run.settled' && event.handled !== undefined,
   },
 });
 
@@ -233,7 +245,7 @@ export const turnMachine = turnSetup
         states: {
           /** genInput (or genResume), then prepareAgent. */
           planning: {
-            invoke: { id: 'plan', src: 'planTurn', input: ({ context }) => context.input },
+            entry: { type: 'planTurn', params: ({ context }) => context.input },
             on: {
               'turn.planned': [
                 {
@@ -277,10 +289,9 @@ export const turnMachine = turnSetup
           },
           /** The run executes; onAgentEvents reads its events. */
           running: {
-            invoke: {
-              id: 'run',
-              src: 'followRun',
-              input: ({ context }) => ({
+            entry: {
+              type: 'followRun',
+              params: ({ context }) => ({
                 turnId: context.input.turnId,
                 runId: context.runId as string,
               }),
@@ -291,6 +302,13 @@ export const turnMachine = turnSetup
                   guard: 'agentSuspended',
                   target: 'suspended',
                   actions: 'recordSettlement',
+                },
+                // No onAgentEvents: the default handler's answer came with the settlement, and
+                // the turn ends in this one microstep.
+                {
+                  guard: 'settledHandled',
+                  target: 'ended',
+                  actions: ['recordSettlement', 'reportEnding'],
                 },
                 {
                   target: 'handling',
@@ -310,8 +328,12 @@ export const turnMachine = turnSetup
           handling: {
             always: { guard: 'handlerReturned', target: 'ended', actions: 'reportEnding' },
           },
-          /** The loop has heard how the turn went (or that it was skipped or failed). */
-          ended: { type: 'final' },
+          /**
+           * The loop has heard how the turn went (or that it was skipped or failed). Not a final
+           * state: nothing waits for the region to be done, and a final one would cost the turn
+           * one more microstep (`xstate.done.state`) as it ends.
+           */
+          ended: {},
         },
         on: {
           'handler.returned': [

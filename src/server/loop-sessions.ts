@@ -4,7 +4,9 @@
  * item: logged first (durable when the POST answers), then pushed; the messages that arrive
  * while a turn runs are consumed together by the next turn; `preempt` cancels the current turn
  * at its next safe point, escalating after the session's `grace_ms`. On shutdown the loops stop
- * gracefully and checkpoint; on start each loop is rebuilt from its log and its checkpoint.
+ * gracefully and checkpoint. On start only the loops that may owe an answer (the session's
+ * `loop_owes` mark: a message was logged and its loop has not settled since) are rebuilt from
+ * their log and checkpoint, at once; a settled session's loop is built on its next message.
  * No HTTP here: `session-events.ts` calls {@link LoopSessions.push}.
  *
  * @module
@@ -34,7 +36,7 @@ export interface LoopSessionsOptions {
   readonly agent: Agent<never, unknown>;
   /** Where turns' runs are recorded (created when the turn starts, finished when it settles). */
   readonly runs: RunRecords;
-  /** Where sessions are kept (the loop sessions to resume on start). */
+  /** Where sessions are kept: the loop sessions to resume on start, and whether each may owe. */
   readonly sessions: SessionRecords;
   /** Where loops checkpoint on shutdown; none: a loop's state does not outlive the process. */
   readonly store?: CheckpointStore | undefined;
@@ -60,6 +62,9 @@ export interface LoopSessions {
   /**
    * Starts the loop of every loop session that has work left: messages no finished turn
    * answered (rebuilt from the log, e.g. after `kill -9`) or a checkpoint (after a shutdown).
+   * Only sessions marked as possibly owing are read (`SessionRecords.listLoops({ owing: true })`,
+   * listed when the loop sessions are created); a message to one of them before its turn comes
+   * rebuilds it first. A session found owing nothing is unmarked.
    *
    * @returns the number of loops started
    */
@@ -128,8 +133,35 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     for (const item of items) ids?.delete(item.itemId);
     if (ids?.size === 0) waiting.delete(keyOf(key));
   };
-  /** Sessions whose loop restarts (its old checkpoint being deleted): the items sent meanwhile. */
+  /**
+   * Sessions whose loop restarts (its old checkpoint being deleted) or is being rebuilt from its
+   * log: the items sent meanwhile.
+   */
   const restarting = new Map<string, LoopItem[]>();
+  /**
+   * Sessions that may owe an answer, found when the service is built (before it takes
+   * requests), whose loop is not rebuilt yet.
+   */
+  const unrebuilt = new Map<string, SessionKey>(
+    options.sessions.listLoops({ owing: true }).map((key) => [keyOf(key), key]),
+  );
+  /** Sessions this process has marked as possibly owing (so a message writes the mark once). */
+  const owing = new Set<string>();
+  /** Marks whether a session's loop may owe an answer; an unmarking that fails is reported. */
+  const markOwes = (key: SessionKey, owes: boolean) => {
+    if (owes) {
+      if (owing.has(keyOf(key))) return;
+      options.sessions.markLoopOwes(key.ownerId, key.sessionId, true);
+      owing.add(keyOf(key));
+      return;
+    }
+    owing.delete(keyOf(key));
+    try {
+      options.sessions.markLoopOwes(key.ownerId, key.sessionId, false);
+    } catch (error) {
+      reportError(error); // it stays marked: the next start reads its log once more
+    }
+  };
 
   /** Records a turn's run and its outcome; the loop goes on whatever the run's end. */
   const followTurn = async (key: SessionKey, runId: string, consumed: readonly LoopItem[]) => {
@@ -202,6 +234,8 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     const left = [...exit.unhandledItems, ...exit.takeLateItems()];
     if (exit.exitReason === undefined || store === undefined) {
       if (left.length > 0) start(key, left, new Set());
+      // Settled (idle) with nothing left: the next start need not read this session.
+      else if (exit.exitReason === undefined) markOwes(key, false);
       return;
     }
     // A turn cancelled from outside (`user.interrupt`) ends Eino's loop: its items are answered
@@ -216,6 +250,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     const items = restarting.get(id);
     restarting.delete(id);
     if (items !== undefined && items.length > 0) start(key, items, new Set());
+    else if (items !== undefined) markOwes(key, false);
   };
 
   const stopHost = async (key: SessionKey, host: LoopHost, graceMs: number) => {
@@ -225,7 +260,10 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     await host.exited;
     const interrupted = exit.interruptedItems.map((item) => item.itemId);
     const unhandled = [...exit.unhandledItems, ...exit.takeLateItems()].map((i) => i.itemId);
-    if (interrupted.length === 0 && unhandled.length === 0) return;
+    if (interrupted.length === 0 && unhandled.length === 0) {
+      if (exit.exitReason === undefined) markOwes(key, false);
+      return;
+    }
     try {
       appendLoopStopped(key, exit, interrupted, unhandled);
     } catch (error) {
@@ -257,9 +295,48 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
     });
   };
 
+  /**
+   * Rebuilds a session's loop from its log and checkpoint, if either says it owes an answer;
+   * messages sent meanwhile wait in `restarting`. @returns whether a loop started
+   */
+  const rebuild = async (key: SessionKey): Promise<boolean> => {
+    const id = keyOf(key);
+    unrebuilt.delete(id);
+    restarting.set(id, []);
+    let found: { pending: LoopItem[]; done: Set<string>; checkpointed: boolean };
+    try {
+      const events = await runtime.eventLog.read({}, key, { types: loopLogTypes });
+      const checkpoint =
+        store === undefined
+          ? undefined
+          : await store.get({ signal: uncancellable }, checkpointIdOf(key));
+      found = { ...loopItemsOf(events), checkpointed: checkpoint !== undefined };
+    } catch (error) {
+      // Not rebuilt: the session stays marked and is tried again on its next message; the
+      // messages sent meanwhile are in its log, read then.
+      if (restarting.delete(id)) unrebuilt.set(id, key);
+      throw error;
+    }
+    const meanwhile = restarting.get(id);
+    restarting.delete(id);
+    if (meanwhile === undefined) return false; // deleted meanwhile
+    const { done, checkpointed } = found;
+    // The log read may or may not hold the messages sent meanwhile: each is offered once.
+    const pending = uniqueItems([...found.pending, ...meanwhile], done);
+    if (pending.length === 0 && !checkpointed) {
+      markOwes(key, false);
+      return false;
+    }
+    owing.add(id);
+    start(key, pending, done);
+    return true;
+  };
+
   return {
     push(key, { text, preempt, graceMs }) {
       const itemId = `item_${nanoid()}`;
+      // Marked first, then logged: a message the log holds is never behind an unmarked session.
+      markOwes(key, true);
       // Logged first: the message is durable before anything runs it.
       runtime.eventLog.append({}, key, {
         type: 'user.message',
@@ -268,6 +345,12 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
       });
       const item: LoopItem = { itemId, text };
       hold(key, [item]);
+      // A session that may owe from before the start, not rebuilt yet: rebuilt now, from a log
+      // that already holds this message.
+      if (unrebuilt.has(keyOf(key))) {
+        rebuild(key).catch(reportError);
+        return itemId;
+      }
       const queued = restarting.get(keyOf(key));
       if (queued !== undefined) {
         queued.push(item); // no turn runs: nothing to preempt
@@ -288,17 +371,13 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
 
     async resumeAll() {
       let started = 0;
-      for (const key of options.sessions.listLoops()) {
-        if (hosts.has(keyOf(key))) continue;
-        const events = await runtime.eventLog.read({}, key, { types: loopLogTypes });
-        const { pending, done } = loopItemsOf(events);
-        const checkpoint =
-          store === undefined
-            ? undefined
-            : await store.get({ signal: uncancellable }, checkpointIdOf(key));
-        if (pending.length === 0 && checkpoint === undefined) continue;
-        start(key, pending, done);
-        started++;
+      for (const key of [...unrebuilt.values()]) {
+        if (!unrebuilt.has(keyOf(key))) continue; // a message rebuilt it first
+        try {
+          if (await rebuild(key)) started++;
+        } catch (error) {
+          reportError(error);
+        }
       }
       return started;
     },
@@ -309,6 +388,7 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
 
     async remove(key) {
       restarting.delete(keyOf(key));
+      unrebuilt.delete(keyOf(key));
       waiting.delete(keyOf(key));
       const host = hosts.get(keyOf(key));
       if (host !== undefined) {

@@ -72,10 +72,17 @@ export interface SessionRecords {
     page: { after?: SessionCursor | undefined; limit: number },
   ): SessionRecord[];
   /**
-   * Every live `loop` session of every owner, oldest first (a restarted service resumes them).
-   * @returns their keys
+   * Every live `loop` session of every owner, oldest first; with `{ owing: true }` only those
+   * whose loop may owe an answer ({@link SessionRecords.markLoopOwes}), which a restarted
+   * service rebuilds at once. @returns their keys
    */
-  listLoops(): Array<{ ownerId: string; sessionId: string }>;
+  listLoops(filter?: { owing?: boolean }): Array<{ ownerId: string; sessionId: string }>;
+  /**
+   * Marks whether a loop session's loop may owe an answer: `true` before a message is logged,
+   * `false` once its loop has settled with nothing left. A new session owes nothing; one from
+   * before this mark existed owes until its loop is first rebuilt. Ignored for other sessions.
+   */
+  markLoopOwes(ownerId: string, sessionId: string, owes: boolean): void;
   /** How many sessions the owner has (deleted ones do not count). */
   count(ownerId: string): number;
   /**

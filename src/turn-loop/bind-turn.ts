@@ -15,6 +15,7 @@ import type {
   TurnInput,
   TurnPlan,
 } from '../../machines/turn-loop.types.js';
+import type { TurnEvent } from '../../machines/turn.machine.js';
 import { InvalidArgumentError, isCancellation, RunSuspendedError } from '../errors.js';
 import { LazyAbortController } from '../lazy-abort-controller.js';
 import { telemetryOf } from '../observability/runtime-telemetry.js';
@@ -30,6 +31,8 @@ interface TurnHost<TItem> {
   agent: Agent<unknown, unknown> | undefined;
   run: AgentRun<unknown> | undefined;
   context: TurnContext<TItem> | undefined;
+  /** The signal of the planning under way (genInput, genResume, prepareAgent), until it answers. */
+  planning: LazyAbortController | undefined;
   /** Their signals exist only if the turn's onAgentEvents reads them. */
   readonly preempted: LazyAbortController;
   readonly stopped: LazyAbortController;
@@ -65,6 +68,13 @@ const cancelNow = (run: AgentRun<unknown>, reason: string) =>
     reason,
     initiator: 'user',
   });
+
+/** The loop left a turn still planning: its planning signal aborts, and its answer is ignored. */
+const abandonPlanning = (host: { planning: LazyAbortController | undefined }) => {
+  const { planning } = host;
+  host.planning = undefined;
+  planning?.abort(new DOMException('the turn loop stopped', 'AbortError'));
+};
 
 const isFunction = (value: unknown): boolean => typeof value === 'function';
 
@@ -109,6 +119,7 @@ export function bindTurn<TItem, TInput>(
         agent: undefined,
         run: undefined,
         context: undefined,
+        planning: undefined,
         preempted: new LazyAbortController(),
         stopped: new LazyAbortController(),
       };
@@ -236,82 +247,6 @@ export function bindTurn<TItem, TInput>(
 
   const logic = turnMachine.provide({
     actors: {
-      // Planning starts one microtask after the step that entered the turn, so that user code
-      // never runs inside a loop step (it may push). A stop stops this logic: its signal (built
-      // only if read) aborts and nothing is called after.
-      planTurn: fromCallback<EventObject, TurnInput>(({ input, sendBack }) => {
-        spans.begin(
-          input.turnId,
-          input.kind === 'input'
-            ? [...input.preemptedItems, ...input.items]
-            : [...input.interrupted, ...input.unhandled, ...input.newItems],
-        );
-        const planning = new LazyAbortController();
-        let live = true;
-        const fail = (error: unknown) => {
-          live = false;
-          sendBack({ type: 'turn.plan_failed', error });
-        };
-        const planned = (plan: TurnPlan) => {
-          live = false;
-          sendBack({ type: 'turn.planned', plan });
-        };
-        // One microtask after the step, then as many more as the user's callbacks take: a
-        // callback that answers at once costs no hop of its own.
-        const plan = () => {
-          if (!live) return;
-          const settling = andThen(generate(input, planning), (plan) => {
-            if (!live) return undefined;
-            if (plan.consumed.length === 0) return planned(plan);
-            return andThen(prepare(input, plan.consumed, planning), (agent) => {
-              if (!live) return;
-              hostOf(input.turnId).agent = agent;
-              planned(plan);
-            });
-          });
-          if (isPromise(settling)) settling.catch(fail);
-        };
-        void resolved.then(plan).catch(fail);
-        return () => {
-          if (!live) return;
-          live = false;
-          planning.abort(new DOMException('the turn loop stopped', 'AbortError'));
-        };
-      }),
-      followRun: fromCallback<EventObject, { turnId: string; runId: string }>(
-        ({ input, sendBack }) => {
-          const run = runOf(input);
-          if (run === undefined) return undefined; // the loop has left the turn
-          void run.termination.then((outcome) => {
-            const settlement: RunSettlement = {
-              status: outcome.status,
-              cancel:
-                outcome.status === 'CANCELLED'
-                  ? {
-                      kind: 'turn-cancelled',
-                      runId: run.id,
-                      turnId: input.turnId,
-                      cause: outcome.cause,
-                      reason: outcome.reason,
-                      escalated: outcome.escalated,
-                    }
-                  : undefined,
-              agentState: run.safePointState,
-              agentStarted: run.agentStarted,
-              suspension: run.suspension,
-            };
-            sendBack({
-              type: 'run.settled',
-              settlement,
-              ...(readsEvents ? {} : { handled: defaultHandled(run, outcome) }),
-            });
-          });
-          // A loop that leaves the turn (it stopped or failed) does not leave the run behind.
-          return () => {
-            if (!terminalRunStatuses.has(run.status)) cancelNow(run, 'turn loop stopped');
-          };
-        },
-      ),
       handleEvents: fromCallback<EventObject, { turnId: string; runId: string }>(
         ({ input, sendBack }) => {
           if (!readsEvents) return undefined; // never spawned: see the guard `readsEvents`
@@ -329,6 +264,75 @@ export function bindTurn<TItem, TInput>(
       readsEvents: () => readsEvents,
     },
     actions: {
+      // Planning starts one microtask after the step that entered the turn, so that user code
+      // never runs inside a loop step (it may push). When the loop leaves the turn, `leave`
+      // aborts its signal (built only if read) and nothing is called or answered after.
+      planTurn: ({ self }, input) => {
+        const { turnId } = input;
+        spans.begin(
+          turnId,
+          input.kind === 'input'
+            ? [...input.preemptedItems, ...input.items]
+            : [...input.interrupted, ...input.unhandled, ...input.newItems],
+        );
+        const host = hostOf(turnId);
+        const planning = new LazyAbortController();
+        host.planning = planning;
+        const answer = (event: TurnEvent) => {
+          if (host.planning !== planning || hosts.get(turnId) !== host) return;
+          host.planning = undefined;
+          self.send(event);
+        };
+        const fail = (error: unknown) => answer({ type: 'turn.plan_failed', error });
+        const live = () => host.planning === planning;
+        // One microtask after the step, then as many more as the user's callbacks take: a
+        // callback that answers at once costs no hop of its own.
+        const plan = () => {
+          if (!live()) return;
+          const settling = andThen(generate(input, planning), (plan) => {
+            if (!live()) return undefined;
+            if (plan.consumed.length === 0) return answer({ type: 'turn.planned', plan });
+            return andThen(prepare(input, plan.consumed, planning), (agent) => {
+              if (!live()) return;
+              host.agent = agent;
+              answer({ type: 'turn.planned', plan });
+            });
+          });
+          if (isPromise(settling)) settling.catch(fail);
+        };
+        void resolved.then(plan).catch(fail);
+      },
+      // Once the run has settled, the turn hears it, unless the loop has left the turn (then
+      // `leave` has cancelled the run if it had not ended).
+      followRun: ({ self }, { turnId, runId }) => {
+        const run = runOf({ turnId, runId });
+        if (run === undefined) return; // the loop has left the turn
+        void run.termination.then((outcome) => {
+          if (!hosts.has(turnId)) return;
+          const settlement: RunSettlement = {
+            status: outcome.status,
+            cancel:
+              outcome.status === 'CANCELLED'
+                ? {
+                    kind: 'turn-cancelled',
+                    runId: run.id,
+                    turnId,
+                    cause: outcome.cause,
+                    reason: outcome.reason,
+                    escalated: outcome.escalated,
+                  }
+                : undefined,
+            agentState: run.safePointState,
+            agentStarted: run.agentStarted,
+            suspension: run.suspension,
+          };
+          self.send({
+            type: 'run.settled',
+            settlement,
+            ...(readsEvents ? {} : { handled: defaultHandled(run, outcome) }),
+          });
+        });
+      },
       startRun: assign(({ context }) => {
         const { turnId } = context.input;
         const host = hostOf(turnId);
@@ -413,15 +417,18 @@ export function bindTurn<TItem, TInput>(
     logic,
     contextOf: (turnId) => hosts.get(turnId)?.context,
     leave(turnId) {
-      const run = hosts.get(turnId)?.run;
+      const host = hosts.get(turnId);
+      const run = host?.run;
       hosts.delete(turnId);
       spans.end(turnId);
+      if (host !== undefined) abandonPlanning(host);
       if (run !== undefined && !terminalRunStatuses.has(run.status)) {
         cancelNow(run, 'turn loop stopped');
       }
     },
     agentStateOf: (turnId) => hosts.get(turnId)?.run?.safePointState,
     clear: () => {
+      for (const host of hosts.values()) abandonPlanning(host);
       hosts.clear();
       spans.clear();
     },

@@ -119,13 +119,13 @@ function stubbed() {
     actors: {
       turn: turnMachine.provide({
         actors: {
-          planTurn: fromCallback(({ sendBack }) => {
-            void Promise.resolve().then(() => sendBack({ type: 'turn.planned', plan }));
-          }),
           // onAgentEvents still reads: the turn runs until the test says otherwise.
           handleEvents: fromCallback(() => undefined),
         },
         actions: {
+          planTurn: ({ self }) => {
+            void Promise.resolve().then(() => self.send({ type: 'turn.planned', plan }));
+          },
           cancelRun: assign(({ event }) => {
             if (event.type !== 'turn.cancel') return {};
             commands.push(event);

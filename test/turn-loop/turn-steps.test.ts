@@ -31,7 +31,7 @@ async function preemptIntoTurnTwo(
 }
 
 describe('TurnLoop turn steps', () => {
-  it('a turn without onAgentEvents spawns no handler; with onAgentEvents, one per turn', async () => {
+  it('a turn is one actor: no handler without onAgentEvents (one per turn with it), no planning or run-following child', async () => {
     for (const reads of [false, true]) {
       const { ids, inspect } = actorsCreated();
       const { loop, stepped } = createTestLoop({
@@ -51,6 +51,9 @@ describe('TurnLoop turn steps', () => {
       expect(exit.exitReason).toBeUndefined();
       expect(ids.filter((id) => id === 'handler')).toHaveLength(reads ? 2 : 0);
       expect(ids.filter((id) => id === 'turn')).toHaveLength(2);
+      // Planning and following the run are the turn's actions, not actors of their own: the
+      // only other actor is the loop itself.
+      expect(ids.filter((id) => id !== 'turn' && id !== 'handler')).toHaveLength(1);
     }
   });
 

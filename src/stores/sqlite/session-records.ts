@@ -51,6 +51,17 @@ export const sessionRecordMigrations: readonly SqliteMigration[] = [
         WHERE mode = 'loop' AND deleted_at IS NULL;
     `,
   },
+  {
+    // Whether a loop session's loop may owe an answer (a message logged that no settled loop
+    // has answered): only those are rebuilt when the service starts, the others on first touch.
+    // Sessions from before this column may owe: they are read once on the next start.
+    id: 'session-records/4',
+    sql: `
+      ALTER TABLE runplane_sessions ADD COLUMN loop_owes INTEGER NOT NULL DEFAULT 1;
+      CREATE INDEX runplane_sessions_owing_loops ON runplane_sessions (created_at)
+        WHERE mode = 'loop' AND deleted_at IS NULL AND loop_owes = 1;
+    `,
+  },
 ];
 
 interface SessionRow {
@@ -100,8 +111,17 @@ export function createSqliteSessionRecords(options: {
     SessionRow
   >(
     `INSERT INTO runplane_sessions
-       (owner_id, session_id, strategy, mode, grace_ms, approval_timeout_ms, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING *`,
+       (owner_id, session_id, strategy, mode, grace_ms, approval_timeout_ms, created_at,
+        updated_at, loop_owes)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING RETURNING *`,
+  );
+  const selectOwingLoops = db.prepare<[], { owner_id: string; session_id: string }>(
+    `SELECT owner_id, session_id FROM runplane_sessions
+     WHERE mode = 'loop' AND deleted_at IS NULL AND loop_owes = 1 ORDER BY created_at`,
+  );
+  const markOwes = db.prepare<[number, string, string]>(
+    `UPDATE runplane_sessions SET loop_owes = ?
+     WHERE owner_id = ? AND session_id = ? AND mode = 'loop'`,
   );
   const selectLoops = db.prepare<[], { owner_id: string; session_id: string }>(
     `SELECT owner_id, session_id FROM runplane_sessions
@@ -178,10 +198,15 @@ export function createSqliteSessionRecords(options: {
     list(ownerId, { after, limit }) {
       return attempt('list', () => page(ownerId, after, limit).map(toRecord));
     },
-    listLoops() {
+    listLoops(filter) {
       return attempt('listLoops', () =>
-        selectLoops.all().map((row) => ({ ownerId: row.owner_id, sessionId: row.session_id })),
+        (filter?.owing === true ? selectOwingLoops : selectLoops)
+          .all()
+          .map((row) => ({ ownerId: row.owner_id, sessionId: row.session_id })),
       );
+    },
+    markLoopOwes(ownerId, sessionId, owes) {
+      attempt('markLoopOwes', () => markOwes.run(owes ? 1 : 0, ownerId, sessionId));
     },
     count(ownerId) {
       return attempt('count', () => countLive.get(ownerId)?.n ?? 0);
