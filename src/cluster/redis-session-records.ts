@@ -34,6 +34,8 @@ const recordField = 'record';
 /** A session record as stored: the record, and when it was marked deleted. */
 interface StoredSession extends SessionRecord {
   readonly deletedAt?: number | undefined;
+  /** A loop session whose loop may owe an answer (`SessionRecords.markLoopOwes`); absent: none. */
+  readonly loopOwes?: boolean | undefined;
 }
 
 const toStored = (json: string | null): StoredSession | undefined => {
@@ -47,7 +49,11 @@ const toStored = (json: string | null): StoredSession | undefined => {
 };
 
 /** The record without its deletion mark. */
-const toRecord = ({ deletedAt: _deletedAt, ...record }: StoredSession): SessionRecord => record;
+const toRecord = ({
+  deletedAt: _deletedAt,
+  loopOwes: _loopOwes,
+  ...record
+}: StoredSession): SessionRecord => record;
 
 const live = (stored: StoredSession | undefined): SessionRecord | undefined =>
   stored === undefined || stored.deletedAt !== undefined ? undefined : toRecord(stored);
@@ -233,17 +239,18 @@ export function createRedisSessionRecords(instance: ClusterInstance): SessionRec
 
     update(ownerId, sessionId, changes, at) {
       const key = { ownerId, sessionId };
-      const record = live(held.get(toSessionKeyString(key)));
-      if (record === undefined) return undefined;
-      const next: SessionRecord = {
-        ...record,
+      const stored = held.get(toSessionKeyString(key));
+      const record = live(stored);
+      if (stored === undefined || record === undefined) return undefined;
+      const next: StoredSession = {
+        ...stored,
         strategy: changes.strategy ?? record.strategy,
         graceMs: changes.graceMs ?? record.graceMs,
         approvalTimeoutMs: changes.approvalTimeoutMs ?? record.approvalTimeoutMs,
         updatedAt: at,
       };
       put(key, next, false);
-      return next;
+      return toRecord(next);
     },
 
     list(ownerId, { after, limit }) {
@@ -253,14 +260,25 @@ export function createRedisSessionRecords(instance: ClusterInstance): SessionRec
         .slice(0, limit);
     },
 
-    listLoops() {
-      return mine()
-        .filter((record) => record.mode === 'loop')
+    listLoops(filter) {
+      return [...held.values()]
+        .filter(
+          (stored): stored is StoredSession =>
+            live(stored)?.mode === 'loop' && (filter?.owing !== true || stored?.loopOwes === true),
+        )
         .sort((a, b) => a.createdAt - b.createdAt)
         .map(({ ownerId, sessionId }) => ({ ownerId, sessionId }));
     },
 
     count: (ownerId) => mine().filter((record) => record.ownerId === ownerId).length,
+
+    markLoopOwes(ownerId, sessionId, owes) {
+      const key = { ownerId, sessionId };
+      const stored = held.get(toSessionKeyString(key));
+      if (live(stored)?.mode !== 'loop' || stored === undefined) return;
+      if ((stored.loopOwes === true) === owes) return;
+      put(key, { ...stored, loopOwes: owes }, false);
+    },
 
     markDeleted(ownerId, sessionId, at) {
       const key = { ownerId, sessionId };

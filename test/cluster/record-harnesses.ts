@@ -118,7 +118,9 @@ export function redisSessionRecordsHarness(
         expect(stored).toEqual(mirror.list(ownerId, page));
         return stored;
       },
-      async listLoops() {
+      async listLoops(filter) {
+        // The reader lists every live loop session; only the holder knows which owe an answer.
+        if (filter?.owing === true) return mirror.listLoops(filter);
         const stored = await reader.listLoops();
         expect(stored).toEqual(mirror.listLoops());
         return stored;
@@ -128,6 +130,8 @@ export function redisSessionRecordsHarness(
         expect(stored).toBe(mirror.count(ownerId));
         return stored;
       },
+      markLoopOwes: (ownerId, sessionId, owes) =>
+        written({ ownerId, sessionId }, mirror.markLoopOwes(ownerId, sessionId, owes)),
       markDeleted: (ownerId, sessionId, at) =>
         written({ ownerId, sessionId }, mirror.markDeleted(ownerId, sessionId, at)),
     };

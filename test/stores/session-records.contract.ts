@@ -120,6 +120,28 @@ export function describeSessionRecordsContract(
       ]);
     });
 
+    it('marks which loop sessions owe an answer: none at creation, set and cleared, loops only', async () => {
+      const sessions = await setup();
+      const make = (sessionId: string, mode: 'runs' | 'loop', at: number) =>
+        sessions.create({ ownerId: 'alice', sessionId, mode, strategy: 'enqueue', graceMs: 1, at });
+      await make('l1', 'loop', 10);
+      await make('l2', 'loop', 20);
+      await make('r1', 'runs', 30);
+      expect(await sessions.listLoops({ owing: true })).toEqual([]);
+      await sessions.markLoopOwes('alice', 'l2', true);
+      await sessions.markLoopOwes('alice', 'l1', true);
+      await sessions.markLoopOwes('alice', 'r1', true); // not a loop: ignored
+      await sessions.update('alice', 'l1', { graceMs: 5 }, 35); // a change keeps the mark
+      expect(await sessions.listLoops({ owing: true })).toEqual([
+        { ownerId: 'alice', sessionId: 'l1' },
+        { ownerId: 'alice', sessionId: 'l2' },
+      ]);
+      await sessions.markLoopOwes('alice', 'l1', false);
+      await sessions.markDeleted('alice', 'l2', 40);
+      expect(await sessions.listLoops({ owing: true })).toEqual([]);
+      expect(await sessions.listLoops()).toEqual([{ ownerId: 'alice', sessionId: 'l1' }]);
+    });
+
     it('round-trips ids and times exactly: unicode and braces in ids, the largest safe ms', async () => {
       const sessions = await setup();
       const at = Number.MAX_SAFE_INTEGER;
