@@ -109,8 +109,6 @@ export class RunExecutor implements RunContextHost {
   /** A TurnLoop turn's consumed item ids, logged on `session.run_started` (`item_ids`). */
   readonly itemIds: readonly string[] | undefined;
   readonly host: RunHost;
-  /** Resolves once the status is terminal, with that status. */
-  readonly terminal: Promise<RunStatus>;
   /** Resolves once the run's actor reached its final state (or failed). */
   readonly termination: Promise<RunOutcome<unknown>>;
   /** Whether `start()` was called (a nested run is started by its spawn). */
@@ -131,7 +129,11 @@ export class RunExecutor implements RunContextHost {
   /** Aborted when an interrupt reaches the RUNNING run; created on first use. */
   #interrupt: AbortController | undefined;
   #services: AgentServices | undefined;
-  #resolveTerminal!: (status: RunStatus) => void;
+  /** The first terminal status, once the run has one. */
+  #terminalStatus: RunStatus | undefined;
+  /** {@link RunExecutor.terminal}, made on first use: most runs are never awaited that way. */
+  #terminal: Promise<RunStatus> | undefined;
+  #resolveTerminal: ((status: RunStatus) => void) | undefined;
   #resolveTermination!: (outcome: RunOutcome<unknown>) => void;
   /** Set when the actor settled or failed: the executor is fenced off from then on. */
   #outcome: RunOutcome<unknown> | undefined;
@@ -149,8 +151,22 @@ export class RunExecutor implements RunContextHost {
     this.itemIds = init.itemIds;
     this.#agent = init.agent;
     this.#input = init.input;
-    this.terminal = new Promise((resolve) => (this.#resolveTerminal = resolve));
     this.termination = new Promise((resolve) => (this.#resolveTermination = resolve));
+  }
+
+  /**
+   * Resolves once the status is terminal, with that status (the first one: a run's actor that
+   * fails after it turned terminal keeps it).
+   */
+  get terminal(): Promise<RunStatus> {
+    if (this.#terminal === undefined) {
+      const status = this.#terminalStatus;
+      this.#terminal =
+        status === undefined
+          ? new Promise((resolve) => (this.#resolveTerminal = resolve))
+          : Promise.resolve(status);
+    }
+    return this.#terminal;
   }
 
   /** Binds the run's actor (once: the session's child after prepare, or `self` in an action). */
@@ -267,17 +283,34 @@ export class RunExecutor implements RunContextHost {
 
   // ---- wired as the run machine's actions (src/runtime/create-runtime.ts) ------------------
 
-  /** `startExecutor`: runs the agent, one microtask later (never inside a transition). */
+  /**
+   * `startExecutor`: runs the agent, one microtask later (never inside a transition), and sends
+   * `agent.done` / `agent.error` when its promise settles (a synchronous throw is an
+   * `agent.error` too).
+   *
+   * @remarks Two promises of our own and one `then` on the agent's promise: every promise and
+   * microtask job costs more once any AsyncLocalStorage in the process has turned Node's
+   * promise hooks on (README "Performance").
+   */
   execute(): void {
     const ctx = createRunContext(this);
-    Promise.resolve()
-      .then(() =>
-        this.host.telemetry.inRunContext(this.id, () => this.#agent.execute(this.#input, ctx)),
-      )
-      .then(
+    // Not `queueMicrotask`: Node 20 builds an AsyncResource for every call, on top of the job.
+    void Promise.resolve().then(() => {
+      let result: unknown;
+      try {
+        result = this.host.telemetry.inRunContext(this.id, () =>
+          this.#agent.execute(this.#input, ctx),
+        );
+      } catch (error) {
+        this.send({ type: 'agent.error', error });
+        return;
+      }
+      // Not returned: the chain would adopt the agent's promise, one more promise and two jobs.
+      Promise.resolve(result).then(
         (output) => this.send({ type: 'agent.done', output }),
         (error: unknown) => this.send({ type: 'agent.error', error }),
       );
+    });
   }
 
   /**
@@ -305,7 +338,9 @@ export class RunExecutor implements RunContextHost {
 
   /** `logStatus` saw a terminal status. */
   onTerminal(status: RunStatus): void {
-    this.#resolveTerminal(status);
+    if (this.#terminalStatus !== undefined) return;
+    this.#terminalStatus = status;
+    this.#resolveTerminal?.(status);
   }
 
   /** `reportSettled`: the actor reached its final state with `output`. */
@@ -318,7 +353,7 @@ export class RunExecutor implements RunContextHost {
     if (this.#outcome !== undefined) return;
     // After the step, as in `abortExecutor`.
     queueMicrotask(() => this.#abort.abort(error));
-    this.#resolveTerminal('FAILED');
+    this.onTerminal('FAILED');
     this.#finish({ status: 'FAILED', error });
   }
 
