@@ -112,7 +112,18 @@ function observed(answer: unknown, offered: readonly unknown[], source: Source):
 }
 
 const shared = { id: 'shared' };
-const item = fc.constantFrom<unknown>('a', 'b', 'c', 1, shared, { id: 'shared' }, undefined);
+/** A function has no JSON: a message quotes its source. */
+const callback = () => 'item';
+const item = fc.constantFrom<unknown>(
+  'a',
+  'b',
+  'c',
+  1,
+  shared,
+  { id: 'shared' },
+  undefined,
+  callback,
+);
 
 /** An answer built from the offered items (mostly valid), or a malformed one. */
 const answerFor = (offered: readonly unknown[]): fc.Arbitrary<unknown> => {
