@@ -3,8 +3,9 @@
  * ("The controls": `run.cancel`, and the merge of `machines/cancel-request.ts`'s docstring as the
  * README states it), independent of the run machine: an `Immediate` request dominates, safe-point
  * bits OR together, the earliest escalation deadline wins (a deadline is the request's time plus
- * its `timeoutMs`), `recursive` only goes false → true (default: true for `Immediate`), and a
- * request that changes none of these does not contribute. A pending safe-point cancel lands at
+ * its `timeoutMs`), `recursive` only goes false → true (default: true for `Immediate`), the first
+ * reason given is kept, and a request that changes none of these does not contribute; a mode that
+ * is not one of these is refused (INVALID_ARGUMENT) whatever the run's state. A pending safe-point cancel lands at
  * the next matching `ctx.safePoint`, or at its deadline as an escalation; an `Immediate` request
  * on top of a pending safe-point cancel is an escalation too (`escalated: true`).
  */
@@ -12,7 +13,14 @@ import { CancelMode } from '../../machines/cancel-request.js';
 
 /** One thing that happens to the run. */
 export type CancelStep =
-  | { readonly kind: 'cancel'; readonly mode: number; readonly timeoutMs: number | undefined }
+  | {
+      readonly kind: 'cancel';
+      /** Any value: one that is not a cancel mode must be refused. */
+      readonly mode: unknown;
+      readonly timeoutMs: number | undefined;
+      readonly recursive?: boolean;
+      readonly reason?: string;
+    }
   | { readonly kind: 'safePoint'; readonly point: 'afterChatModel' | 'afterToolCalls' }
   | { readonly kind: 'advance'; readonly ms: number };
 
@@ -21,9 +29,22 @@ export interface CancelView {
   readonly status: 'RUNNING' | 'CANCELLED';
   /** Set once CANCELLED. */
   readonly escalated: boolean | undefined;
-  /** For a cancel step: whether it contributed; for a safe point: what it found. */
-  readonly answer: boolean | 'cancelled' | 'continued' | 'not_running' | undefined;
+  /**
+   * For a cancel step: whether it contributed (`'invalid'`: refused with INVALID_ARGUMENT); for a
+   * safe point: what it found.
+   */
+  readonly answer: boolean | 'invalid' | 'cancelled' | 'continued' | 'not_running' | undefined;
+  /** Set once CANCELLED: the first reason given. */
+  readonly reason?: string | undefined;
 }
+
+/** The README's cancel modes: `Immediate` (0), or a non-empty OR of the two safe-point bits. */
+const validModes: readonly unknown[] = [
+  CancelMode.Immediate,
+  CancelMode.AfterChatModel,
+  CancelMode.AfterToolCalls,
+  CancelMode.AnySafePoint,
+];
 
 const bit = {
   afterChatModel: CancelMode.AfterChatModel,
@@ -33,7 +54,9 @@ const bit = {
 /** The model's state: the merged pending request, the clock, the outcome. */
 export class CancelReference {
   #now = 0;
-  #pending: { mode: number; deadlineAt: number | undefined; recursive: boolean } | undefined;
+  #pending:
+    | { mode: number; deadlineAt: number | undefined; recursive: boolean; reason?: string }
+    | undefined;
   #cancelled: { escalated: boolean } | undefined;
 
   /** Applies a step and returns what a user must then see. */
@@ -43,6 +66,7 @@ export class CancelReference {
       status: this.#cancelled === undefined ? 'RUNNING' : 'CANCELLED',
       escalated: this.#cancelled?.escalated,
       answer,
+      ...(this.#cancelled === undefined ? {} : { reason: this.#pending?.reason }),
     };
   }
 
@@ -63,13 +87,18 @@ export class CancelReference {
       }
       return 'continued';
     }
+    if (!validModes.includes(step.mode)) {
+      return 'invalid'; // refused before anything else, whatever the run's state
+    }
     if (this.#cancelled !== undefined) return false;
-    const immediate = step.mode === CancelMode.Immediate;
+    const mode = step.mode as number;
+    const immediate = mode === CancelMode.Immediate;
     const next = {
-      mode: step.mode,
+      mode,
       deadlineAt:
         !immediate && step.timeoutMs !== undefined ? this.#now + step.timeoutMs : undefined,
-      recursive: immediate,
+      recursive: step.recursive ?? immediate,
+      reason: step.reason,
     };
     const before = this.#pending;
     const merged =
@@ -84,12 +113,14 @@ export class CancelReference {
               .filter((d): d is number => d !== undefined)
               .sort((a, b) => a - b)[0],
             recursive: before.recursive || next.recursive,
+            reason: before.reason ?? next.reason,
           };
     const contributed =
       before === undefined ||
       merged.mode !== before.mode ||
       merged.deadlineAt !== before.deadlineAt ||
-      merged.recursive !== before.recursive;
+      merged.recursive !== before.recursive ||
+      merged.reason !== before.reason;
     this.#pending = merged;
     if (merged.mode === CancelMode.Immediate) this.#cancelled = { escalated: before !== undefined };
     return contributed;
