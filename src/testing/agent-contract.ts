@@ -20,7 +20,9 @@ import type { TestClock } from './test-clock.js';
  * - `cancel-no-normal-result`: an agent whose signal aborted, or whose safe point threw
  *   `RUN_CANCELLED`, does not return a normal result (the runtime would discard it).
  * - `no-events-after-terminal`: an agent emits nothing once its run is terminal (the runtime
- *   drops such events; in test mode they are reported).
+ *   drops such events; in test mode they are reported); for a cancelled run, from the moment
+ *   its agent could see the abort (its signal aborted), since the status turns terminal just
+ *   before the signal aborts.
  * - `safe-point-within-bound`: while its run is RUNNING, an agent reaches a safe point at least
  *   every `safePointWithinMs` (only when that promise is made).
  * - `nested-settles-with-parent`: a nested run (from `ctx.spawn`) settles within
@@ -45,6 +47,28 @@ export interface AgentContractOptions {
    * @default none (not checked)
    */
   readonly safePointWithinMs?: number;
+  /**
+   * How long your agent's slowest step (a model reply, a tool call) takes on the simulated
+   * clock. The world moves time in advances of up to this, and cancels escalate after a fifth
+   * of it or four thirds of it, so sequences reach past that step; code the world never
+   * reaches is not judged (see {@link AgentReach}). @default 150
+   */
+  readonly stepMs?: number;
+}
+
+/**
+ * How much of your agent a property's sequences reached, summed over them: a part never reached
+ * (nested runs, safe points, a normal result) was not judged by the contract.
+ */
+export interface AgentReach {
+  /** Executions of your agent started (nested ones included). */
+  runs: number;
+  /** Of those, nested runs (`ctx.spawn`). */
+  nestedRuns: number;
+  /** Safe points reached. */
+  safePoints: number;
+  /** Executions that returned a result. */
+  results: number;
 }
 
 /** @internal What the contract knows of one execution of the agent under test. */
@@ -78,6 +102,8 @@ const isTerminal = (status: string | undefined): boolean =>
 export class AgentContract {
   readonly watched = new Map<string, WatchedRun>();
   readonly violations: string[] = [];
+  /** What the agent reached in this sequence. */
+  readonly reached: AgentReach = { runs: 0, nestedRuns: 0, safePoints: 0, results: 0 };
   /** Run handles by id, known before or after their execution begins. */
   readonly #handles = new Map<string, AgentRun<unknown>>();
   readonly #settleWithinMs: number;
@@ -149,6 +175,8 @@ export class AgentContract {
 
   #begin(ctx: RunContext): WatchedRun {
     const now = this.clock.now();
+    this.reached.runs++;
+    if (ctx.parentRunId !== undefined) this.reached.nestedRuns++;
     const watched: WatchedRun = {
       runId: ctx.runId,
       parentRunId: ctx.parentRunId,
@@ -184,7 +212,9 @@ export class AgentContract {
     return Object.assign(copy, {
       emit: (type: string, payload?: Record<string, unknown>) => {
         const status = watched.run?.status;
-        if (isTerminal(status)) {
+        // A cancelled run's status turns terminal in its step and its signal aborts right
+        // after: an emit in between (a continuation already queued) could not have known.
+        if (isTerminal(status) && (status !== 'CANCELLED' || watched.abortVisible)) {
           this.#fail(
             'no-events-after-terminal',
             watched.runId,
@@ -195,6 +225,7 @@ export class AgentContract {
       },
       safePoint: (kind: Parameters<RunContext['safePoint']>[0], state?: unknown) => {
         watched.lastSafePointAt = this.clock.now();
+        this.reached.safePoints++;
         try {
           safePoint(kind, state);
         } catch (error) {
@@ -213,6 +244,7 @@ export class AgentContract {
 
   #settled(watched: WatchedRun, ctx: RunContext, how: unknown): void {
     watched.settledAt = this.clock.now();
+    if (how === 'returned') this.reached.results++;
     // The clock may have jumped past the bound in one advance: judge by the settle time too.
     if (watched.abortedAt !== undefined) {
       const late = watched.settledAt - watched.abortedAt;

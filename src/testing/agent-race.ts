@@ -267,6 +267,7 @@ export function agentCommands(
   fc: FastCheck,
   sessions: number,
   strategies: readonly SessionStrategy[],
+  stepMs = 150,
 ): fc.Arbitrary<AgentCommand>[] {
   const run = fc.nat({ max: 15 });
   const start = fc
@@ -284,10 +285,12 @@ export function agentCommands(
         CancelMode.AfterToolCalls,
         CancelMode.AnySafePoint,
       ),
-      timeoutMs: fc.constantFrom(30, 200),
+      timeoutMs: fc.constantFrom(Math.max(1, Math.round(stepMs / 5)), Math.round((stepMs * 4) / 3)),
     })
     .map((c) => new CancelRun(c.run, c.mode, c.timeoutMs));
-  const advance = fc.integer({ min: 1, max: 150 }).map((ms) => new AdvanceClock(ms));
+  const advance = fc
+    .integer({ min: 1, max: Math.max(1, stepMs) })
+    .map((ms) => new AdvanceClock(ms));
   return [
     start,
     start,

@@ -67,6 +67,6 @@ export type {
   RaceRuntimeFactory,
 } from './race-property.js';
 export type { AgentKit, AgentUnderTest } from './agent-race.js';
-export type { AgentContractOptions, AgentInvariant } from './agent-contract.js';
+export type { AgentContractOptions, AgentInvariant, AgentReach } from './agent-contract.js';
 export { runTurnLoopRaceProperty } from './turn-loop-race.js';
 export type { TurnLoopRacePropertyOptions } from './turn-loop-race.js';

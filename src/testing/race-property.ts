@@ -6,7 +6,7 @@
  */
 import type fc from 'fast-check';
 import type { SessionStrategy } from '../../machines/session.machine.js';
-import type { AgentContractOptions } from './agent-contract.js';
+import type { AgentContractOptions, AgentReach } from './agent-contract.js';
 import { AgentWorld, agentCommands, type AgentUnderTest } from './agent-race.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
 import { loadFastCheck, type FastCheck } from './fast-check.js';
@@ -76,6 +76,11 @@ export interface RaceReport {
   readonly numRuns: number;
   /** The seed used (pass it back as `RACE_SEED` to run the same sequences again). */
   readonly seed: number;
+  /**
+   * With `agent`: how much of your agent the sequences reached, summed. A zero (no nested run,
+   * no safe point) means that part was never judged: raise `contract.stepMs`.
+   */
+  readonly reached?: AgentReach;
 }
 
 const envNumber = (name: string): number | undefined => {
@@ -150,8 +155,9 @@ export async function runRaceProperty(
       ownerId,
       sessions,
     };
-    const commands = agentCommands(fc, sessions.length, strategies);
-    return checkProperty(
+    const commands = agentCommands(fc, sessions.length, strategies, options.contract?.stepMs);
+    const reached: AgentReach = { runs: 0, nestedRuns: 0, safePoints: 0, results: 0 };
+    const report = await checkProperty(
       (run) =>
         commandsProperty(fc, commands, run, async (_scheduler, cmds) => {
           const world = new AgentWorld(factory, createTestClock(), agentOptions);
@@ -160,10 +166,14 @@ export async function runRaceProperty(
             cmds,
           );
           await world.finish();
+          for (const part of ['runs', 'nestedRuns', 'safePoints', 'results'] as const) {
+            reached[part] += world.contract.reached[part];
+          }
           await run.settleRejections(world.trace);
         }),
       { ...options, maxCommandsDefault: 25 },
     );
+    return { ...report, reached };
   }
   const commands = raceCommands(fc, {
     sessions: sessions.length,
@@ -268,6 +278,9 @@ export async function checkProperty(
       const describe = (value: unknown) =>
         value === undefined ? '' : (value as { toString(): string }).toString();
       const commandsText = describe(cmds);
+      // The agent world schedules nothing: its scheduler prints an empty "schedulerFor()``".
+      const scheduled = describe(scheduler).trim();
+      const interleaving = /^schedulerFor\(\)`?\s*`?$/.test(scheduled) ? '' : scheduled;
       const replay = /replayPath="([^"]*)"/.exec(commandsText)?.[1];
       const cause =
         details.errorInstance instanceof Error
@@ -279,7 +292,7 @@ export async function checkProperty(
         `  replay: RACE_SEED=${details.seed} RACE_PATH="${details.counterexamplePath ?? ''}"${replay === undefined ? '' : ` RACE_REPLAY_PATH="${replay}"`}`,
         `  commands (as generated): ${commandsText.replace(/\/\*replayPath=.*\*\//, '').trim()}`,
         ...(settings.length === 0 ? [] : [`  settings: ${JSON.stringify(settings)}`]),
-        `  interleaving: ${describe(scheduler)}`,
+        ...(interleaving === '' ? [] : [`  interleaving: ${interleaving}`]),
       ].join('\n');
       options.log?.(report);
       throw new Error(report, { cause: details.errorInstance });

@@ -153,13 +153,15 @@ export function createTestClock(start = 0): TestClock {
       await clock.flush();
     },
     async flush(rounds = 1) {
+      // Callbacks first, then one due timer at a time with callbacks in between, also for
+      // timers due at the same time: a real event loop runs promise callbacks between two
+      // timer callbacks.
       for (let round = 0; round < rounds; round++) {
-        for (let timer = earliestDue(now); timer; timer = earliestDue(now)) fire(timer);
         await macrotask();
-      }
-      for (let timer = earliestDue(now); timer; timer = earliestDue(now)) {
-        fire(timer);
-        await macrotask();
+        for (let timer = earliestDue(now); timer; timer = earliestDue(now)) {
+          fire(timer);
+          await macrotask();
+        }
       }
     },
   };

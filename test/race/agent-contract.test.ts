@@ -18,7 +18,33 @@ describe('runRaceProperty with your own agent', () => {
   it('a sound agent keeps the agent contract', async () => {
     const report = await runRaceProperty(runtime, { agent: toolAgent(), contract, numRuns: 60 });
     expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 60));
+    // Every part of the agent was reached, so every part was judged.
+    expect(report.reached?.nestedRuns).toBeGreaterThan(0);
+    expect(report.reached?.safePoints).toBeGreaterThan(0);
+    expect(report.reached?.results).toBeGreaterThan(0);
   }, 120_000);
+
+  // An agent whose steps take 1.5 s: the world's time scale follows `contract.stepMs`, so the
+  // nested run and the long loop are reached (at the default 150 ms they never were).
+  const slowMs = 1_500;
+  const slow = { settleWithinMs: 100, safePointWithinMs: slowMs + 50, stepMs: slowMs };
+  it.each<[AgentBug, string]>([
+    ['nested-ignores-signal', 'nested-settles-with-parent|cancel-no-normal-result'],
+    ['no-safe-point', 'safe-point-within-bound'],
+  ])(
+    'with 1.5 s steps and stepMs 1500, still catches %s as [%s]',
+    async (bug, invariant) => {
+      const failure = await runRaceProperty(runtime, {
+        agent: toolAgent(bug, slowMs),
+        contract: slow,
+        numRuns: 200,
+        seed: 17,
+      }).catch((error: unknown) => error as Error);
+      expect(failure).toBeInstanceOf(Error);
+      expect((failure as Error).message).toMatch(new RegExp(`\\[(${invariant})\\] run [\\w-]+`));
+    },
+    120_000,
+  );
 
   const bugs: [AgentBug, string][] = [
     ['tool-ignores-signal', 'cancel-settles'],
@@ -40,6 +66,8 @@ describe('runRaceProperty with your own agent', () => {
       expect(failure).toBeInstanceOf(Error);
       expect((failure as Error).message).toMatch(new RegExp(`\\[${invariant}\\] run [\\w-]+`));
       expect((failure as Error).message).toMatch(/RACE_SEED=/);
+      // The agent world schedules nothing, so the report has no empty interleaving block.
+      expect((failure as Error).message).not.toMatch(/interleaving:/);
     },
     120_000,
   );

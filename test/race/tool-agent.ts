@@ -18,10 +18,10 @@ export type AgentBug =
 /** How long the slow tool and the nested agent take, in simulated ms. */
 export const toolMs = 400;
 
-function nestedAgent(bug: AgentBug | undefined): Agent<string, string> {
+function nestedAgent(bug: AgentBug | undefined, ms: number): Agent<string, string> {
   return {
     async execute(input, ctx) {
-      await sleep(ctx.clock, toolMs, bug === 'nested-ignores-signal' ? undefined : ctx.signal);
+      await sleep(ctx.clock, ms, bug === 'nested-ignores-signal' ? undefined : ctx.signal);
       // A sleep can resolve in the very instant a cancel lands: never return over an abort.
       if (bug !== 'nested-ignores-signal') ctx.signal.throwIfAborted();
       return `looked up ${input}`;
@@ -45,8 +45,9 @@ async function askModel(kit: AgentKit, model: ReturnType<AgentKit['model']>, ctx
  * The agent under test, as a factory of the race property's kit.
  *
  * @param bug - the one bug to plant, or none
+ * @param ms - how long its tool call and its nested agent take, in simulated ms
  */
-export function toolAgent(bug?: AgentBug): (kit: AgentKit) => Agent<string, string> {
+export function toolAgent(bug?: AgentBug, ms = toolMs): (kit: AgentKit) => Agent<string, string> {
   return (kit) => {
     const model = kit.model(Array.from({ length: 500 }, () => ({ text: 'ok', chunkDelayMs: 5 })));
     return {
@@ -69,9 +70,9 @@ export function toolAgent(bug?: AgentBug): (kit: AgentKit) => Agent<string, stri
             if (bug !== 'no-safe-point') ctx.safePoint('afterChatModel');
             if (interrupted()) return recovery;
             if (step === 0) {
-              await ctx.spawn(nestedAgent(bug), 'the weather').result();
+              await ctx.spawn(nestedAgent(bug, ms), 'the weather').result();
             } else {
-              await sleep(ctx.clock, toolMs, bug === 'tool-ignores-signal' ? undefined : signal);
+              await sleep(ctx.clock, ms, bug === 'tool-ignores-signal' ? undefined : signal);
             }
             if (bug !== 'no-safe-point') ctx.safePoint('afterToolCalls');
           }
