@@ -28,12 +28,15 @@ describe.skipIf(skipRedis)('the cluster session store', () => {
 
   it("refuses a stale holder's append and clear once another instance took the lease", async () => {
     const scene = cluster.scene(key);
-    // A's clock is still: it never renews, so its lease expires in Redis while A believes it holds.
-    const a = scene.instance('A', { leaseTtlMs: 150 });
+    // A's clock is still: it never renews, so once its lease expires in Redis A still believes
+    // it holds the session.
+    const a = scene.instance('A');
     const b = scene.instance('B');
     const [atA, atB] = [createRedisSessionStore(a), createRedisSessionStore(b)];
     await a.acquire(key);
     await atA.append({}, key, turn.slice(0, 2));
+    // The lease expires now (Redis's own expiry), not after a TTL the test would race.
+    await scene.admin.pexpire(scene.keys.lease, 1);
     await pollUntil(
       async () => (await scene.admin.exists(scene.keys.lease)) === 0,
       'the lease to expire',
