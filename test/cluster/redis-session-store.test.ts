@@ -1,6 +1,7 @@
 /**
  * The cluster's session store on a real private Redis, beyond the contract suite
- * (`test/stores/session-store.test.ts`): a stale holder's history writes are refused, text
+ * (`test/stores/session-store.test.ts`): a stale holder's history writes are refused, an
+ * append reaches Redis after the events logged before it (seen with MONITOR), text
  * round-trips byte for byte (never re-encoded), a corrupt element is `STORE_FAILED`, and the
  * byte bounds hold across a change of holder.
  */
@@ -56,6 +57,31 @@ describe.skipIf(skipRedis)('the cluster session store', () => {
     const c = createRedisSessionStore(scene.instance('C'));
     expect(await failureOf(c.append({}, key, turn))).toEqual(['STALE_FENCE', 'not_held']);
     expect(await scene.admin.llen(scene.keys.history)).toBe(turn.length);
+  });
+
+  it('ships a history append in order with the events: after those logged before it', async () => {
+    const scene = cluster.scene(key);
+    // One write per batch, so each reaches Redis in a script call of its own.
+    const a = scene.instance('A', { maxBatch: { entries: 1 } });
+    const store = createRedisSessionStore(a);
+    await a.acquire(key);
+    const monitor = await cluster.connect().monitor();
+    const calls: string[] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      // A connection's first call of a script is EVALSHA, then EVAL once Redis lacks it.
+      if (/^eval/i.test(args[0] ?? '')) calls.push(args.join(' '));
+    });
+    a.eventLog.append({}, key, { type: 'before', at: 1 });
+    const saving = store.append({}, key, [{ role: 'user', content: 'saved' }]);
+    a.eventLog.append({}, key, { type: 'after', at: 2 });
+    await saving;
+    await a.flushed(key);
+    const indexOf = (text: string) => calls.findIndex((call) => call.includes(text));
+    await pollUntil(() => Promise.resolve(indexOf('"type":"after"') >= 0), 'the last batch');
+    monitor.disconnect();
+    expect(indexOf('"type":"before"')).toBeGreaterThanOrEqual(0);
+    expect(indexOf('"type":"before"')).toBeLessThan(indexOf('"content":"saved"'));
+    expect(indexOf('"content":"saved"')).toBeLessThan(indexOf('"type":"after"'));
   });
 
   it('stores each message as its JSON, exactly, and reads large and many messages back', async () => {
