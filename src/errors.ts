@@ -24,7 +24,8 @@ export type RunplaneErrorCode =
   | 'CONTEXT_OVER_BUDGET'
   | 'STALE_FENCE'
   | 'OUTBOX_FULL'
-  | 'COMMAND_TIMEOUT';
+  | 'COMMAND_TIMEOUT'
+  | 'HISTORY_TOO_LARGE';
 
 /**
  * The base class of every runplane error.
@@ -294,6 +295,34 @@ export class OutboxFullError extends RunplaneError {
     super(
       'OUTBOX_FULL',
       `session ${sessionId} of ${ownerId} has more than ${max} ${limit} waiting for Redis; the session is stopped`,
+    );
+  }
+}
+
+/**
+ * A session history write was refused because it would pass a bound of the store: one append's
+ * bytes (`append`) or the history's total bytes (`history`). Nothing was written. Code
+ * `HISTORY_TOO_LARGE`.
+ *
+ * @remarks Bytes are those of the messages' JSON in UTF-8. The cluster's session store keeps
+ * its histories in Redis's memory, so it bounds them (docs/architecture.md, "Cluster on Redis").
+ */
+export class HistoryTooLargeError extends RunplaneError {
+  constructor(
+    readonly ownerId: string,
+    readonly sessionId: string,
+    /** The bound that would be passed. */
+    readonly limit: 'append' | 'history',
+    /** The bound's value, in bytes. */
+    readonly maxBytes: number,
+    /** The bytes the write would have made (the append's, or the history's after it). */
+    readonly bytes: number,
+  ) {
+    super(
+      'HISTORY_TOO_LARGE',
+      limit === 'append'
+        ? `an append of ${bytes} bytes to session ${sessionId} of ${ownerId} is over the ${maxBytes}-byte bound of one append; nothing was written`
+        : `session ${sessionId} of ${ownerId} would hold ${bytes} bytes of history, over its ${maxBytes}-byte bound; nothing was written`,
     );
   }
 }

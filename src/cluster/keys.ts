@@ -34,6 +34,8 @@ export interface SessionKeys {
   readonly runs: string;
   /** Hash: session meta fields. */
   readonly meta: string;
+  /** List: the session's conversation history, one message JSON per element, oldest first. */
+  readonly history: string;
   /** Stream: commands for the session from other instances, fields `r`, `i`, `c`. */
   readonly commands: string;
   /** String: the id of the last command Stream entry the holder applied. */
@@ -85,6 +87,7 @@ export function toSessionKeys(key: SessionKey, prefix: string = defaultKeyPrefix
     eventRuns: `${base}:event-runs`,
     runs: `${base}:runs`,
     meta: `${base}:meta`,
+    history: `${base}:history`,
     commands: `${base}:commands`,
     commandsApplied: `${base}:commands-applied`,
     tailChannel: `${prefix}tail:${toSessionTag(key)}`,

@@ -22,7 +22,10 @@ import type { SessionKeys } from './keys.js';
  * - `commands.applied`: the command Stream entry the holder has applied up to (the entries up
  *   to it are trimmed from the Stream);
  * - `command.answer`: a command's answer (`json`), kept `ttlMs` under its request id, and a
- *   nudge (`message`) published on the requester's instance channel.
+ *   nudge (`message`) published on the requester's instance channel;
+ * - `history.append`: messages (each its JSON) pushed onto the session's history, and their
+ *   `bytes` added to the history's byte count (meta field `history:bytes`);
+ * - `history.clear`: deletes the history and its byte count.
  * Fields whose value is `undefined` are left out.
  */
 export type RecordOp =
@@ -41,7 +44,9 @@ export type RecordOp =
       readonly ttlMs: number;
       readonly channel: string;
       readonly message: string;
-    };
+    }
+  | { readonly op: 'history.append'; readonly messages: readonly string[]; readonly bytes: number }
+  | { readonly op: 'history.clear' };
 
 /**
  * One write waiting for Redis. `open`: written inside a group that goes on after it (see
@@ -161,6 +166,10 @@ function encodeOp(op: RecordOp): string[] {
       return [op.op, op.id];
     case 'command.answer':
       return [op.op, String(op.ttlMs), op.channel, op.message, op.json];
+    case 'history.append':
+      return [op.op, String(op.bytes), String(op.messages.length), ...op.messages];
+    case 'history.clear':
+      return [op.op];
   }
 }
 
@@ -172,6 +181,9 @@ function recordKeyOf(op: RecordOp, keys: SessionKeys): string | undefined {
       return keys.run(op.runId);
     case 'command.answer':
       return keys.answer(op.requestId);
+    case 'history.append':
+    case 'history.clear':
+      return keys.history;
     default:
       return undefined;
   }
@@ -349,7 +361,8 @@ export const toBatchKeys = (keys: SessionKeys): string[] => [
  * events as their JSON, the run ids that logged, then the ops flattened as
  * `name, …arguments` (`run.put`/`run.merge`: key index, run id, field count, field, JSON, …;
  * `meta.set`: count, field, value, …; `meta.del`: count, field, …; `commands.applied`: id;
- * `command.answer`: key index, ttl ms, channel, message, JSON).
+ * `command.answer`: key index, ttl ms, channel, message, JSON; `history.append`: key index,
+ * bytes, count, JSON, …; `history.clear`: key index).
  */
 export function encodeBatch(outbox: Outbox, batch: Batch): { keys: string[]; args: string[] } {
   const { keys } = outbox;

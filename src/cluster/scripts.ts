@@ -41,7 +41,7 @@ return 1
  *
  * KEYS: 1 lease, 2 fence, 3 seq, 4 batch, 5 events, 6 event-runs, 7 runs, 8 meta,
  * 9 commands-applied, 10 commands, 11.. the keys the ops write of their own (run records,
- * answers).
+ * answers, the history).
  * ARGV: 1 lease value, 2 fence, 3 batch id, 4 tail channel, 5 first seq, 6 n events, then the n
  * event JSONs, then the count and ids of runs that logged in the batch, then the ops (see
  * `encodeOps` in outbox.ts). Every op is checked before anything is written: a script that
@@ -85,6 +85,17 @@ while i <= #ARGV do
       return {'bad_batch', name}
     end
     i = i + 6
+  elseif name == 'history.append' then
+    local k = tonumber(ARGV[i + 1])
+    local count = tonumber(ARGV[i + 3])
+    if k == nil or k < 11 or k > #KEYS or tonumber(ARGV[i + 2]) == nil or count == nil then
+      return {'bad_batch', name}
+    end
+    i = i + 4 + count
+  elseif name == 'history.clear' then
+    local k = tonumber(ARGV[i + 1])
+    if k == nil or k < 11 or k > #KEYS then return {'bad_batch', name} end
+    i = i + 2
   else
     return {'bad_batch', 'unknown op ' .. tostring(name)}
   end
@@ -116,10 +127,23 @@ while i <= #ARGV do
     redis.call('SET', KEYS[9], ARGV[i + 1])
     redis.call('XTRIM', KEYS[10], 'MINID', ARGV[i + 1])
     i = i + 2
-  else
+  elseif name == 'command.answer' then
     redis.call('SET', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 5], 'PX', ARGV[i + 2])
     redis.call('PUBLISH', ARGV[i + 3], ARGV[i + 4])
     i = i + 6
+  elseif name == 'history.append' then
+    local key = KEYS[tonumber(ARGV[i + 1])]
+    local count = tonumber(ARGV[i + 3])
+    -- In slices: unpack of thousands of values would overflow Lua's stack mid-script.
+    for from = i + 4, i + 3 + count, 1000 do
+      redis.call('RPUSH', key, unpack(ARGV, from, math.min(from + 999, i + 3 + count)))
+    end
+    if count > 0 then redis.call('HINCRBY', KEYS[8], 'history:bytes', ARGV[i + 2]) end
+    i = i + 4 + count
+  else
+    redis.call('DEL', KEYS[tonumber(ARGV[i + 1])])
+    redis.call('HDEL', KEYS[8], 'history:bytes')
+    i = i + 2
   end
 end
 redis.call('SET', KEYS[4], ARGV[3])

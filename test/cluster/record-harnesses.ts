@@ -11,6 +11,7 @@ import {
   createRedisRunRecords,
   createRunRecordReader,
 } from '../../src/cluster/redis-run-records.js';
+import { createRedisSessionStore } from '../../src/cluster/redis-session-store.js';
 import {
   createRedisSessionRecords,
   createSessionRecordReader,
@@ -19,6 +20,7 @@ import type { SessionKey } from '../../src/events/event-log.js';
 import type { IdempotencyKeys } from '../../src/stores/idempotency-keys.js';
 import type { RunRecords } from '../../src/stores/run-records.js';
 import type { SessionRecords } from '../../src/stores/session-records.js';
+import type { SessionStore } from '../../src/stores/session-store.js';
 import type { StoreHarness } from '../stores/record-store-contract.js';
 import type { ClusterHarness } from './cluster-helpers.js';
 
@@ -136,6 +138,41 @@ export function redisSessionRecordsHarness(
         written({ ownerId, sessionId }, mirror.markDeleted(ownerId, sessionId, at)),
     };
     return Promise.resolve({ store, dispose: () => instance.close() });
+  };
+}
+
+/**
+ * Session histories: the holder writes (taking the lease on first use); reads come from a
+ * second instance that holds nothing, checked against the holder's own read.
+ */
+export function redisSessionStoreHarness(
+  cluster: ClusterHarness,
+): () => Promise<StoreHarness<SessionStore>> {
+  return () => {
+    const holder = holderOf(cluster);
+    const readerInstance = cluster.instance({
+      instanceId: 'R',
+      keyPrefix: holder.keyPrefix,
+      clock: new SimulatedClock(),
+    });
+    const atHolder = createRedisSessionStore(holder);
+    const atReader = createRedisSessionStore(readerInstance);
+    const store: SessionStore = {
+      async load(ctx, key) {
+        const stored = await atReader.load(ctx, key);
+        expect(stored).toEqual(await atHolder.load(ctx, key));
+        return stored;
+      },
+      async append(ctx, key, messages) {
+        await hold(holder, key);
+        await atHolder.append(ctx, key, messages);
+      },
+      async clear(ctx, key) {
+        await hold(holder, key);
+        await atHolder.clear(ctx, key);
+      },
+    };
+    return Promise.resolve({ store, dispose: () => undefined });
   };
 }
 

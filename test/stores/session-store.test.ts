@@ -4,91 +4,43 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createGate } from '../../src/agent/gate.js';
-import type { ChatMessage } from '../../src/agent/messages.js';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
 import { createMemorySessionStore } from '../../src/stores/memory-session-store.js';
 import type { SessionStore } from '../../src/stores/session-store.js';
 import { createSqliteSessionStore } from '../../src/stores/sqlite/index.js';
 import { setup, summarize } from '../agent/helpers.js';
+import { useCluster } from '../cluster/cluster-helpers.js';
+import { redisSessionStoreHarness } from '../cluster/record-harnesses.js';
+import { skipRedis } from '../redis/redis-server.js';
+import type { StoreHarness } from './record-store-contract.js';
+import { describeSessionStoreContract, turn } from './session-store.contract.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'runplane-session-store-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const a = { ownerId: 'alice', sessionId: 's1' };
-const b = { ownerId: 'bob', sessionId: 's1' };
 
-const turn: ChatMessage[] = [
-  { role: 'user', content: 'Weather?' },
-  {
-    role: 'assistant',
-    id: 'm1',
-    content: '',
-    toolCalls: [{ id: 't1', name: 'weather', arguments: '{"city":"Paris"}' }],
-  },
-  { role: 'tool', toolCallId: 't1', name: 'weather', content: 'sunny', isError: false },
-  { role: 'assistant', id: 'm2', content: 'Sunny.', stop: 'interrupted' },
-  { role: 'user', content: 'a hint', hintId: 'h1' },
-];
-
-const implementations: Array<[string, () => SessionStore & { close?: () => void }]> = [
-  ['memory', () => createMemorySessionStore()],
-  ['sqlite :memory:', () => createSqliteSessionStore({ path: ':memory:' })],
-  [
-    'sqlite file',
-    () => createSqliteSessionStore({ path: join(dir, `contract-${Math.random()}.db`) }),
-  ],
-];
-
-describe.each(implementations)('SessionStore contract: %s', (_name, create) => {
-  it('loads an unknown session as empty', async () => {
+/** A store of a synchronous backend, disposed of by closing it (when it has `close`). */
+const harness =
+  (create: () => SessionStore & { close?: () => void }) =>
+  (): Promise<StoreHarness<SessionStore>> => {
     const store = create();
-    expect(await store.load({}, a)).toEqual([]);
-    store.close?.();
-  });
+    return Promise.resolve({ store, dispose: () => store.close?.() });
+  };
 
-  it('appends in order and loads the messages back unchanged', async () => {
-    const store = create();
-    await store.append({}, a, turn.slice(0, 2));
-    await store.append({}, a, turn.slice(2));
-    expect(await store.load({}, a)).toEqual(turn);
-    store.close?.();
-  });
+describeSessionStoreContract('memory', harness(createMemorySessionStore));
+describeSessionStoreContract(
+  'sqlite :memory:',
+  harness(() => createSqliteSessionStore({ path: ':memory:' })),
+);
+describeSessionStoreContract(
+  'sqlite file',
+  harness(() => createSqliteSessionStore({ path: join(dir, `contract-${Math.random()}.db`) })),
+);
 
-  it('keys histories by owner and session', async () => {
-    const store = create();
-    await store.append({}, a, [{ role: 'user', content: 'alice' }]);
-    await store.append({}, b, [{ role: 'user', content: 'bob' }]);
-    await store.append({}, { ownerId: 'alice', sessionId: 's2' }, [
-      { role: 'user', content: 'other' },
-    ]);
-    expect(await store.load({}, a)).toEqual([{ role: 'user', content: 'alice' }]);
-    expect(await store.load({}, b)).toEqual([{ role: 'user', content: 'bob' }]);
-    store.close?.();
-  });
-
-  it('clears one session only', async () => {
-    const store = create();
-    await store.append({}, a, turn);
-    await store.append({}, b, turn);
-    await store.clear({}, a);
-    expect(await store.load({}, a)).toEqual([]);
-    expect(await store.load({}, b)).toHaveLength(turn.length);
-    await store.append({}, a, [{ role: 'user', content: 'again' }]);
-    expect(await store.load({}, a)).toEqual([{ role: 'user', content: 'again' }]);
-    store.close?.();
-  });
-
-  it('never shares objects with its callers', async () => {
-    const store = create();
-    const messages: ChatMessage[] = [{ role: 'user', content: 'mine' }];
-    await store.append({}, a, messages);
-    messages[0] = { role: 'user', content: 'mutated' };
-    const loaded = await store.load({}, a);
-    (loaded as unknown[]).push('junk');
-    expect(await store.load({}, a)).toEqual([{ role: 'user', content: 'mine' }]);
-    store.close?.();
-  });
+describe.skipIf(skipRedis)('on Redis', () => {
+  describeSessionStoreContract('redis', redisSessionStoreHarness(useCluster()));
 });
 
 describe('createSqliteSessionStore', () => {
