@@ -10,6 +10,7 @@ import type { SessionKey } from '../events/event-log.js';
 import type { SessionAccess } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
 import { checkInteger } from './cluster-options.js';
+import type { LiveStateSource } from './live-state.js';
 
 /** @internal Options of `createClusterSessionAccess`. Times are ms of the cluster's clock unless said. */
 export interface ClusterSessionAccessOptions {
@@ -17,6 +18,16 @@ export interface ClusterSessionAccessOptions {
   readonly cluster: ClusterInstance;
   /** The single-instance access over this instance's runtime: how a held session is changed. */
   readonly local: SessionAccess;
+  /**
+   * This instance's runtime (the one `local` drives): the live state of the sessions held here
+   * (active and queued runs, waiting approvals) is written to Redis from its events.
+   */
+  readonly runtime: LiveStateSource;
+  /**
+   * The approval timeout of a session that sets none, in ms: what a session read from Redis
+   * shows (the service's `approvalTimeoutMs`). A positive integer. @default 600000
+   */
+  readonly defaultApprovalTimeoutMs?: number;
   /**
    * Called once each time this instance takes a session's lease, before any command of the
    * session is applied here: the place to rebuild the session from its records. A rejection
@@ -62,6 +73,8 @@ export interface ClusterSessionAccessOptions {
 export interface ResolvedClusterSessionAccessOptions {
   readonly cluster: ClusterInstance;
   readonly local: SessionAccess;
+  readonly runtime: LiveStateSource;
+  readonly defaultApprovalTimeoutMs: number;
   readonly onAcquired: (key: SessionKey) => void | Promise<void>;
   readonly commandTimeoutMs: number;
   readonly answerPollMs: number;
@@ -84,6 +97,13 @@ export function resolveClusterSessionAccessOptions(
   return {
     cluster: options.cluster,
     local: options.local,
+    runtime: options.runtime,
+    defaultApprovalTimeoutMs: checkInteger(
+      'defaultApprovalTimeoutMs',
+      options.defaultApprovalTimeoutMs,
+      600_000,
+      1,
+    ),
     onAcquired: options.onAcquired ?? (() => undefined),
     commandTimeoutMs: checkInteger('commandTimeoutMs', options.commandTimeoutMs, 30_000, 1),
     answerPollMs: checkInteger('answerPollMs', options.answerPollMs, 1_000, 1),

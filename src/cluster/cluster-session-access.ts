@@ -1,7 +1,8 @@
 /**
  * The {@link SessionAccess} of a cluster instance (docs/architecture.md, "Cluster on Redis"):
- * reads and idempotency keys as the local access has them, and commands taken to the one
- * writer of their session, the holder of its lease.
+ * reads and idempotency keys from Redis, so any instance answers for any session
+ * (`cluster-reads.ts`), and commands taken to the one writer of their session, the holder of
+ * its lease, whose runtime's live state of the session goes to Redis (`live-state.ts`).
  *
  * `execute(command)` on this instance:
  * - **held here** → the local access applies it; the answer waits until the batch carrying its
@@ -49,7 +50,9 @@ import {
   toCommandNudge,
   type CommandEntry,
 } from './command-stream.js';
+import { createClusterReads } from './cluster-reads.js';
 import { createCommandWaiters } from './command-waiters.js';
+import { publishLiveState, writeLiveState } from './live-state.js';
 import type { LeaseGrant } from './session-lease.js';
 import { defineClusterScripts } from './scripts.js';
 
@@ -90,7 +93,7 @@ export function createClusterSessionAccess(
   options: ClusterSessionAccessOptions,
 ): ClusterSessionAccess {
   const resolved = resolveClusterSessionAccessOptions(options);
-  const { cluster, local, reportError } = resolved;
+  const { cluster, local, runtime, reportError } = resolved;
   const redis: Redis = cluster.redis;
   const scripts = defineClusterScripts(redis);
   const held = new Map<string, HeldSession>();
@@ -188,6 +191,7 @@ export function createClusterSessionAccess(
   /** Reads the applied cursor of a session just taken, after `onAcquired`, and applies the Stream. */
   const catchUp = async (session: HeldSession) => {
     await resolved.onAcquired(session.key);
+    writeLiveState(cluster, runtime, session.key); // the last holder's may be stale
     session.cursor = (await redis.get(cluster.keysOf(session.key).commandsApplied)) ?? '0-0';
     await pump(session.key);
   };
@@ -236,6 +240,8 @@ export function createClusterSessionAccess(
   const stopBackstop = cluster.onRenewed(() => {
     for (const session of [...held.values()]) void pump(session.key);
   });
+  const stopLiveState = publishLiveState(cluster, runtime, reportError);
+  const reads = createClusterReads(cluster, local, resolved.defaultApprovalTimeoutMs);
 
   /** Applies a command here and answers once its effect is durable. */
   const applyHere = async (key: SessionKey, command: SessionCommand) => {
@@ -303,21 +309,25 @@ export function createClusterSessionAccess(
     await ready;
     const key: SessionKey = { ownerId: command.ownerId, sessionId: command.sessionId };
     const grant = await ensureHeld(key);
-    if (grant.acquired) return applyHere(key, command);
-    return fromAnswerJson(await send(key, json));
+    const answer = grant.acquired
+      ? await applyHere(key, command)
+      : fromAnswerJson(await send(key, json));
+    await reads.indexAnswer(command, answer);
+    return answer;
   };
 
   return {
-    findSession: (ownerId, sessionId) => local.findSession(ownerId, sessionId),
-    listSessions: (ownerId, page) => local.listSessions(ownerId, page),
-    viewSession: (session) => local.viewSession(session),
-    getRun: (ownerId, runId) => local.getRun(ownerId, runId),
-    events: local.events,
-    idempotencyKeys: local.idempotencyKeys,
+    findSession: reads.findSession,
+    listSessions: reads.listSessions,
+    viewSession: reads.viewSession,
+    getRun: reads.getRun,
+    events: reads.events,
+    idempotencyKeys: reads.idempotencyKeys,
     execute: execute as SessionAccess['execute'],
     ready,
     async close() {
       stopBackstop();
+      stopLiveState();
       waiters.close();
       await subscriber.quit().catch(() => subscriber.disconnect());
     },
