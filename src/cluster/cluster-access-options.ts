@@ -29,6 +29,22 @@ export interface ClusterSessionAccessOptions {
    */
   readonly defaultApprovalTimeoutMs?: number;
   /**
+   * Sessions one owner may have across the cluster (the service's `maxSessionsPerOwner`): a
+   * create first reserves a slot in Redis, and one more is 429 `too_many_sessions`. A positive
+   * integer. @default 10000
+   */
+  readonly maxSessionsPerOwner?: number;
+  /**
+   * How long a create's reservation holds if no indexed session follows it (the create failed
+   * without a word, its instance died), in ms of `now`. A positive integer. @default 60000
+   */
+  readonly sessionReservationMs?: number;
+  /**
+   * Wall-clock ms shared by the instances (give or take their skew, far below a
+   * reservation's hold): when a session reservation expires. @default Date.now
+   */
+  readonly now?: () => number;
+  /**
    * Called once each time this instance takes a session's lease, before any command of the
    * session is applied here: the place to rebuild the session from its records. A rejection
    * gives the lease back and fails the command that took it.
@@ -75,6 +91,9 @@ export interface ResolvedClusterSessionAccessOptions {
   readonly local: SessionAccess;
   readonly runtime: LiveStateSource;
   readonly defaultApprovalTimeoutMs: number;
+  readonly maxSessionsPerOwner: number;
+  readonly sessionReservationMs: number;
+  readonly now: () => number;
   readonly onAcquired: (key: SessionKey) => void | Promise<void>;
   readonly commandTimeoutMs: number;
   readonly answerPollMs: number;
@@ -104,6 +123,19 @@ export function resolveClusterSessionAccessOptions(
       600_000,
       1,
     ),
+    maxSessionsPerOwner: checkInteger(
+      'maxSessionsPerOwner',
+      options.maxSessionsPerOwner,
+      10_000,
+      1,
+    ),
+    sessionReservationMs: checkInteger(
+      'sessionReservationMs',
+      options.sessionReservationMs,
+      60_000,
+      1,
+    ),
+    now: options.now ?? Date.now,
     onAcquired: options.onAcquired ?? (() => undefined),
     commandTimeoutMs: checkInteger('commandTimeoutMs', options.commandTimeoutMs, 30_000, 1),
     answerPollMs: checkInteger('answerPollMs', options.answerPollMs, 1_000, 1),

@@ -31,6 +31,7 @@ import type {
   SessionCommandAnswers,
 } from '../server/session-access.js';
 import { toSessionView } from '../server/session-view.js';
+import type { SessionRecord } from '../stores/session-records.js';
 import type { ClusterInstance } from './cluster-instance.js';
 import { readLiveState, toLiveRunStatus } from './live-state.js';
 import { createRedisIdempotencyKeys } from './redis-idempotency-keys.js';
@@ -45,10 +46,10 @@ export interface ClusterReads extends Pick<
 > {
   /**
    * Brings the owner's indexes in line with a command's answer (idempotent): the session a
-   * create made, the runs a batch of events accepted; after a delete, forgets the session's
-   * idempotency keys in Redis.
+   * create made, the runs a batch of events accepted; after a delete, the session (`deleted` is
+   * its record as found before) leaves the index and its idempotency keys in Redis are forgotten.
    */
-  indexAnswer(command: SessionCommand, answer: unknown): Promise<void>;
+  indexAnswer(command: SessionCommand, answer: unknown, deleted?: SessionRecord): Promise<void>;
 }
 
 /**
@@ -111,7 +112,7 @@ export function createClusterReads(
 
     idempotencyKeys,
 
-    async indexAnswer(command, answer) {
+    async indexAnswer(command, answer, deleted) {
       const { ownerId, sessionId } = command;
       if (command.type === 'session.create') {
         const view = answer as SessionCommandAnswers['session.create'];
@@ -129,7 +130,12 @@ export function createClusterReads(
           runIds.map((runId) => ({ ownerId, sessionId, runId })),
         );
       } else if (command.type === 'session.delete') {
-        await idempotencyKeys.forgetSession(ownerId, sessionId);
+        await Promise.all([
+          deleted === undefined
+            ? undefined
+            : ownerIndex.remove(ownerId, sessionId, deleted.createdAt),
+          idempotencyKeys.forgetSession(ownerId, sessionId),
+        ]);
       }
     },
   };

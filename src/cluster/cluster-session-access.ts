@@ -53,6 +53,7 @@ import {
 import { createClusterReads } from './cluster-reads.js';
 import { createCommandWaiters } from './command-waiters.js';
 import { publishLiveState, writeLiveState } from './live-state.js';
+import { createOwnerIndex } from './redis-owner-index.js';
 import type { LeaseGrant } from './session-lease.js';
 import { defineClusterScripts } from './scripts.js';
 
@@ -242,6 +243,22 @@ export function createClusterSessionAccess(
   });
   const stopLiveState = publishLiveState(cluster, runtime, reportError);
   const reads = createClusterReads(cluster, local, resolved.defaultApprovalTimeoutMs);
+  const ownerIndex = createOwnerIndex(redis, cluster.keyPrefix);
+
+  /** Reserves the new session's slot of its owner's quota, cluster-wide (see `redis-owner-index.ts`). */
+  const reserve = async ({ ownerId, sessionId }: SessionCommand) => {
+    const quota = {
+      max: resolved.maxSessionsPerOwner,
+      at: resolved.now(),
+      holdMs: resolved.sessionReservationMs,
+    };
+    if ((await ownerIndex.reserve(ownerId, sessionId, quota)) === 'full') {
+      throw new HttpError(
+        'too_many_sessions',
+        `expected at most ${resolved.maxSessionsPerOwner} sessions per owner; delete one first`,
+      );
+    }
+  };
 
   /** Applies a command here and answers once its effect is durable. */
   const applyHere = async (key: SessionKey, command: SessionCommand) => {
@@ -308,11 +325,26 @@ export function createClusterSessionAccess(
     }
     await ready;
     const key: SessionKey = { ownerId: command.ownerId, sessionId: command.sessionId };
-    const grant = await ensureHeld(key);
-    const answer = grant.acquired
-      ? await applyHere(key, command)
-      : fromAnswerJson(await send(key, json));
-    await reads.indexAnswer(command, answer);
+    const creates = command.type === 'session.create';
+    if (creates) await reserve(command);
+    const deleted =
+      command.type === 'session.delete'
+        ? await reads.findSession(command.ownerId, command.sessionId)
+        : undefined;
+    let answer: unknown;
+    try {
+      const grant = await ensureHeld(key);
+      answer = grant.acquired
+        ? await applyHere(key, command)
+        : fromAnswerJson(await send(key, json));
+    } catch (error) {
+      // Refused (the id was taken, say): the slot goes back. Unknown (a timeout): it expires.
+      if (creates && error instanceof HttpError) {
+        await ownerIndex.release(key.ownerId, key.sessionId).catch(() => undefined);
+      }
+      throw error;
+    }
+    await reads.indexAnswer(command, answer, deleted); // indexing a creation drops its reservation
     return answer;
   };
 

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RunplaneEvent, SessionKey } from '../../src/events/event-log.js';
+import { HttpError } from '../../src/server/http-error.js';
 import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster } from './cluster-helpers.js';
 import {
@@ -224,5 +225,36 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
     });
     await c.access.idempotencyKeys.forgetSession('alice', 's1');
     expect(await b.access.idempotencyKeys.begin(request)).toEqual({ outcome: 'claimed' });
+  });
+
+  it('holds the per-owner session quota across instances, each create reserving its slot', async () => {
+    const scene = cluster.scene(key);
+    const quota = { access: { maxSessionsPerOwner: 2 } };
+    const [a, b, c] = ['A', 'B', 'C'].map((id) => node(scene, id, quota)) as [
+      ClusterNode,
+      ClusterNode,
+      ClusterNode,
+    ];
+    const create = (sender: ClusterNode, sessionId: string) =>
+      sender.access.execute(createCommand({ ownerId: 'alice', sessionId })).then(
+        () => 'created',
+        (error: unknown) => (error instanceof HttpError ? error.toData().code : error),
+      );
+    expect(await create(a, 's1')).toBe('created');
+    // Each instance holds one session at most: only Redis knows the owner has two.
+    const racing = await Promise.all([create(b, 's2'), create(c, 's3')]);
+    expect([...racing].sort()).toEqual(['created', 'too_many_sessions']);
+    const winner = racing[0] === 'created' ? 's2' : 's3';
+    expect(await create(a, 's4')).toBe('too_many_sessions');
+    expect(
+      await b.access.execute(createCommand({ ownerId: 'bob', sessionId: 's1' })),
+    ).toMatchObject({ session_id: 's1' }); // another owner's quota
+    await c.access.execute({ type: 'session.delete', ownerId: 'alice', sessionId: 's1' });
+    expect(await create(c, winner)).toBe('internal'); // the id is taken: its slot goes back
+    expect(await create(a, 's5')).toBe('created');
+    expect(await create(b, 's6')).toBe('too_many_sessions');
+    const listed = await c.access.listSessions('alice', { limit: 10 });
+    expect(listed.map((session) => session.sessionId).sort()).toEqual([winner, 's5'].sort());
+    expect(await scene.admin.hlen(`${scene.keyPrefix}{o:5:alice}:sessions-reserved`)).toBe(0);
   });
 });
