@@ -144,3 +144,7 @@ export const cancelCommand = (key: SessionKey, runId: string) =>
     ...key,
     events: [{ type: 'user.interrupt', payload: { run_id: runId } }],
   }) as const;
+
+/** The `run_id` a one-message command's answer gives. */
+export const runIdOf = (answer: { results: ReadonlyArray<Record<string, unknown>> }) =>
+  String(answer.results[0]?.run_id);

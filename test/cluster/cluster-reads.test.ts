@@ -8,20 +8,18 @@ import { describe, expect, it } from 'vitest';
 import type { RunplaneEvent, SessionKey } from '../../src/events/event-log.js';
 import { HttpError } from '../../src/server/http-error.js';
 import { skipRedis } from '../redis/redis-server.js';
-import { pollUntil, useCluster } from './cluster-helpers.js';
+import { pollUntil, useCluster, type ClusterScene } from './cluster-helpers.js';
 import {
   cancelCommand,
   createCommand,
   messageCommand,
+  runIdOf,
   useClusterNodes,
   type ClusterNode,
+  type NodeOptions,
 } from './cluster-nodes.js';
 
 const key: SessionKey = { ownerId: 'alice', sessionId: 's1' };
-
-/** The `run_id` a one-message command's answer gives. */
-const runIdOf = (answer: { results: ReadonlyArray<Record<string, unknown>> }) =>
-  String(answer.results[0]?.run_id);
 
 /** Every read of the session `node` answers, for comparison across instances. */
 async function readsOn(node: ClusterNode, runIds: readonly string[], ownerId = 'alice') {
@@ -52,14 +50,16 @@ async function followOn(node: ClusterNode, after: number, until: number) {
 describe.skipIf(skipRedis)('reads from any instance', () => {
   const cluster = useCluster();
   const node = useClusterNodes();
-
-  it('answers every read on B and C as the holder A does: session, list, view, runs, events', async () => {
-    const scene = cluster.scene(key);
-    const [a, b, c] = ['A', 'B', 'C'].map((id) => node(scene, id)) as [
+  const threeNodes = (scene: ClusterScene, options?: NodeOptions) =>
+    ['A', 'B', 'C'].map((id) => node(scene, id, options)) as [
       ClusterNode,
       ClusterNode,
       ClusterNode,
     ];
+
+  it('answers every read on B and C as the holder A does: session, list, view, runs, events', async () => {
+    const scene = cluster.scene(key);
+    const [a, b, c] = threeNodes(scene);
     await a.access.execute(createCommand(key));
     const first = runIdOf(await b.access.execute(messageCommand(key, 'ask:tu-1')));
     const second = runIdOf(await c.access.execute(messageCommand(key, 'second')));
@@ -109,11 +109,7 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
 
   it('follows on C and resumes on B after the last seen event: no gap, no duplicate', async () => {
     const scene = cluster.scene(key);
-    const [a, b, c] = ['A', 'B', 'C'].map((id) => node(scene, id)) as [
-      ClusterNode,
-      ClusterNode,
-      ClusterNode,
-    ];
+    const [a, b, c] = threeNodes(scene);
     await a.access.execute(createCommand(key));
     await b.access.execute(messageCommand(key, 'm1'));
     const middle = await a.access.events.lastSeq({}, key);
@@ -137,7 +133,7 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
 
   it('pages the owner list newest first, the same on every instance', async () => {
     const scene = cluster.scene(key);
-    const nodes = ['A', 'B', 'C'].map((id) => node(scene, id));
+    const nodes = threeNodes(scene);
     for (const [i, sender] of nodes.entries()) {
       await sender.access.execute(createCommand({ ownerId: 'alice', sessionId: `s${i + 1}` }));
       await sender.access.execute(createCommand({ ownerId: 'alice', sessionId: `t${i + 1}` }));
@@ -172,11 +168,7 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
 
   it('finds a deleted session nowhere, and shows an unknown owner nothing', async () => {
     const scene = cluster.scene(key);
-    const [a, b, c] = ['A', 'B', 'C'].map((id) => node(scene, id)) as [
-      ClusterNode,
-      ClusterNode,
-      ClusterNode,
-    ];
+    const [a, b, c] = threeNodes(scene);
     await a.access.execute(createCommand(key));
     const runId = runIdOf(await b.access.execute(messageCommand(key, 'doomed')));
     const nothing = {
@@ -230,11 +222,7 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
   it('holds the per-owner session quota across instances, each create reserving its slot', async () => {
     const scene = cluster.scene(key);
     const quota = { access: { maxSessionsPerOwner: 2 } };
-    const [a, b, c] = ['A', 'B', 'C'].map((id) => node(scene, id, quota)) as [
-      ClusterNode,
-      ClusterNode,
-      ClusterNode,
-    ];
+    const [a, b, c] = threeNodes(scene, quota);
     const create = (sender: ClusterNode, sessionId: string) =>
       sender.access.execute(createCommand({ ownerId: 'alice', sessionId })).then(
         () => 'created',

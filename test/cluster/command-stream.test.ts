@@ -17,6 +17,7 @@ import {
   cancelCommand,
   createCommand,
   messageCommand,
+  runIdOf,
   useClusterNodes,
   type ClusterNode,
 } from './cluster-nodes.js';
@@ -29,10 +30,6 @@ async function loggedMessages(node: ClusterNode): Promise<string[]> {
   const events = await node.cluster.eventLog.read({}, key, { types: ['user.message'] });
   return events.map((event) => String(event.payload.text));
 }
-
-/** The `run_id` a one-message command's answer gives. */
-const runIdOf = (answer: { results: ReadonlyArray<Record<string, unknown>> }) =>
-  String(answer.results[0]?.run_id);
 
 /** What a promise rejected with (fails the test when it resolves). */
 const refusal = (promise: Promise<unknown>) =>
