@@ -93,7 +93,10 @@ export function createClusterReads(
       const found = await runs.get(ownerId, runId);
       if (found === undefined) return undefined;
       const key = { ownerId, sessionId: found.sessionId };
-      if (heldHere(key)) return local.getRun(ownerId, runId);
+      if (heldHere(key)) {
+        await settled(key);
+        if (heldHere(key)) return local.getRun(ownerId, runId);
+      }
       const [session, { live }] = await Promise.all([
         sessions.get(ownerId, found.sessionId),
         readLiveState(redis, cluster.keysOf(key)),

@@ -25,7 +25,6 @@ import { createRuntime } from '../../src/runtime/create-runtime.js';
 import type { Runtime } from '../../src/runtime/runtime-types.js';
 import { createTokenAuthenticator } from '../../src/server/auth.js';
 import { createServiceApp } from '../../src/server/service-app.js';
-import type { SessionRecords } from '../../src/stores/session-records.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
@@ -39,8 +38,6 @@ export interface ClusterNode {
   readonly runtime: Runtime;
   /** The instance's (simulated) clock: leases, renews, answer polls, command timeouts. */
   readonly clock: SimulatedClock;
-  /** This node's session records (the Redis store: the sessions it holds). */
-  readonly sessions: SessionRecords;
   /** The inputs the agent started with on this node, in order. */
   readonly started: string[];
   /** Stops the access and the instance without releasing leases (they expire in Redis). */
@@ -121,7 +118,7 @@ export function useClusterNodes() {
       database.close();
       rmSync(dir, { recursive: true, force: true });
     });
-    return { cluster, access: access!, runtime, clock, sessions, started, die };
+    return { cluster, access: access!, runtime, clock, started, die };
   };
 }
 

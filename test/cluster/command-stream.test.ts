@@ -188,10 +188,7 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     const b = node(scene, 'B', {
       access: {
         answerPollMs: 100,
-        // The rebuild of the session from its records (another module): here, its record.
-        onAcquired: (acquired) => {
-          b.sessions.create({ ...acquired, strategy: 'enqueue', graceMs: 5_000, at: 0 });
-        },
+        // No rebuild (another module's): B's session records load the record from Redis.
       },
     });
     await a.access.execute(createCommand(key));
@@ -215,9 +212,6 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
       access: {
         answerPollMs: 100,
         nudgeHolders: false,
-        onAcquired: (acquired) => {
-          b.sessions.create({ ...acquired, strategy: 'enqueue', graceMs: 5_000, at: 0 });
-        },
       },
     });
     await a.access.execute(createCommand(key));
