@@ -344,7 +344,9 @@ export function createClusterSessionAccess(
       }
       throw error;
     }
-    await reads.indexAnswer(command, answer, deleted); // indexing a creation drops its reservation
+    // Indexing a creation drops its reservation. The command is applied whatever happens here:
+    // a lost index write is repaired when the session's lease is next taken.
+    await reads.indexAnswer(command, answer, deleted).catch(reportError);
     return answer;
   };
 
