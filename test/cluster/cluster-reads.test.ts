@@ -138,7 +138,7 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
       await sender.access.execute(createCommand({ ownerId: 'alice', sessionId: `s${i + 1}` }));
       await sender.access.execute(createCommand({ ownerId: 'alice', sessionId: `t${i + 1}` }));
     }
-    const records = await nodes[0]!.access.listSessions('alice', { limit: 100 });
+    const records = await nodes[0].access.listSessions('alice', { limit: 100 });
     const expected = [...records].sort(
       (x, y) =>
         y.createdAt - x.createdAt ||
