@@ -10,6 +10,7 @@ import type { SessionKey } from '../events/event-log.js';
 import type { SessionAccess } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
 import { checkInteger } from './cluster-options.js';
+import type { LiveStateSource } from './live-state.js';
 
 /** @internal Options of `createClusterSessionAccess`. Times are ms of the cluster's clock unless said. */
 export interface ClusterSessionAccessOptions {
@@ -17,6 +18,32 @@ export interface ClusterSessionAccessOptions {
   readonly cluster: ClusterInstance;
   /** The single-instance access over this instance's runtime: how a held session is changed. */
   readonly local: SessionAccess;
+  /**
+   * This instance's runtime (the one `local` drives): the live state of the sessions held here
+   * (active and queued runs, waiting approvals) is written to Redis from its events.
+   */
+  readonly runtime: LiveStateSource;
+  /**
+   * The approval timeout of a session that sets none, in ms: what a session read from Redis
+   * shows (the service's `approvalTimeoutMs`). A positive integer. @default 600000
+   */
+  readonly defaultApprovalTimeoutMs?: number;
+  /**
+   * Sessions one owner may have across the cluster (the service's `maxSessionsPerOwner`): a
+   * create first reserves a slot in Redis, and one more is 429 `too_many_sessions`. A positive
+   * integer. @default 10000
+   */
+  readonly maxSessionsPerOwner?: number;
+  /**
+   * How long a create's reservation holds if no indexed session follows it (the create failed
+   * without a word, its instance died), in ms of `now`. A positive integer. @default 60000
+   */
+  readonly sessionReservationMs?: number;
+  /**
+   * Wall-clock ms shared by the instances (give or take their skew, far below a
+   * reservation's hold): when a session reservation expires. @default Date.now
+   */
+  readonly now?: () => number;
   /**
    * Called once each time this instance takes a session's lease, before any command of the
    * session is applied here: the place to rebuild the session from its records. A rejection
@@ -62,6 +89,11 @@ export interface ClusterSessionAccessOptions {
 export interface ResolvedClusterSessionAccessOptions {
   readonly cluster: ClusterInstance;
   readonly local: SessionAccess;
+  readonly runtime: LiveStateSource;
+  readonly defaultApprovalTimeoutMs: number;
+  readonly maxSessionsPerOwner: number;
+  readonly sessionReservationMs: number;
+  readonly now: () => number;
   readonly onAcquired: (key: SessionKey) => void | Promise<void>;
   readonly commandTimeoutMs: number;
   readonly answerPollMs: number;
@@ -84,6 +116,26 @@ export function resolveClusterSessionAccessOptions(
   return {
     cluster: options.cluster,
     local: options.local,
+    runtime: options.runtime,
+    defaultApprovalTimeoutMs: checkInteger(
+      'defaultApprovalTimeoutMs',
+      options.defaultApprovalTimeoutMs,
+      600_000,
+      1,
+    ),
+    maxSessionsPerOwner: checkInteger(
+      'maxSessionsPerOwner',
+      options.maxSessionsPerOwner,
+      10_000,
+      1,
+    ),
+    sessionReservationMs: checkInteger(
+      'sessionReservationMs',
+      options.sessionReservationMs,
+      60_000,
+      1,
+    ),
+    now: options.now ?? Date.now,
     onAcquired: options.onAcquired ?? (() => undefined),
     commandTimeoutMs: checkInteger('commandTimeoutMs', options.commandTimeoutMs, 30_000, 1),
     answerPollMs: checkInteger('answerPollMs', options.answerPollMs, 1_000, 1),

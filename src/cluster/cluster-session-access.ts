@@ -1,7 +1,8 @@
 /**
  * The {@link SessionAccess} of a cluster instance (docs/architecture.md, "Cluster on Redis"):
- * reads and idempotency keys as the local access has them, and commands taken to the one
- * writer of their session, the holder of its lease.
+ * reads and idempotency keys from Redis, so any instance answers for any session
+ * (`cluster-reads.ts`), and commands taken to the one writer of their session, the holder of
+ * its lease, whose runtime's live state of the session goes to Redis (`live-state.ts`).
  *
  * `execute(command)` on this instance:
  * - **held here** → the local access applies it; the answer waits until the batch carrying its
@@ -49,7 +50,10 @@ import {
   toCommandNudge,
   type CommandEntry,
 } from './command-stream.js';
+import { createClusterReads } from './cluster-reads.js';
 import { createCommandWaiters } from './command-waiters.js';
+import { publishLiveState, writeLiveState } from './live-state.js';
+import { createOwnerIndex } from './redis-owner-index.js';
 import type { LeaseGrant } from './session-lease.js';
 import { defineClusterScripts } from './scripts.js';
 
@@ -90,7 +94,7 @@ export function createClusterSessionAccess(
   options: ClusterSessionAccessOptions,
 ): ClusterSessionAccess {
   const resolved = resolveClusterSessionAccessOptions(options);
-  const { cluster, local, reportError } = resolved;
+  const { cluster, local, runtime, reportError } = resolved;
   const redis: Redis = cluster.redis;
   const scripts = defineClusterScripts(redis);
   const held = new Map<string, HeldSession>();
@@ -188,6 +192,7 @@ export function createClusterSessionAccess(
   /** Reads the applied cursor of a session just taken, after `onAcquired`, and applies the Stream. */
   const catchUp = async (session: HeldSession) => {
     await resolved.onAcquired(session.key);
+    writeLiveState(cluster, runtime, session.key); // the last holder's may be stale
     session.cursor = (await redis.get(cluster.keysOf(session.key).commandsApplied)) ?? '0-0';
     await pump(session.key);
   };
@@ -236,6 +241,24 @@ export function createClusterSessionAccess(
   const stopBackstop = cluster.onRenewed(() => {
     for (const session of [...held.values()]) void pump(session.key);
   });
+  const stopLiveState = publishLiveState(cluster, runtime, reportError);
+  const reads = createClusterReads(cluster, local, resolved.defaultApprovalTimeoutMs);
+  const ownerIndex = createOwnerIndex(redis, cluster.keyPrefix);
+
+  /** Reserves the new session's slot of its owner's quota, cluster-wide (see `redis-owner-index.ts`). */
+  const reserve = async ({ ownerId, sessionId }: SessionCommand) => {
+    const quota = {
+      max: resolved.maxSessionsPerOwner,
+      at: resolved.now(),
+      holdMs: resolved.sessionReservationMs,
+    };
+    if ((await ownerIndex.reserve(ownerId, sessionId, quota)) === 'full') {
+      throw new HttpError(
+        'too_many_sessions',
+        `expected at most ${resolved.maxSessionsPerOwner} sessions per owner; delete one first`,
+      );
+    }
+  };
 
   /** Applies a command here and answers once its effect is durable. */
   const applyHere = async (key: SessionKey, command: SessionCommand) => {
@@ -302,22 +325,43 @@ export function createClusterSessionAccess(
     }
     await ready;
     const key: SessionKey = { ownerId: command.ownerId, sessionId: command.sessionId };
-    const grant = await ensureHeld(key);
-    if (grant.acquired) return applyHere(key, command);
-    return fromAnswerJson(await send(key, json));
+    const creates = command.type === 'session.create';
+    if (creates) await reserve(command);
+    const deleted =
+      command.type === 'session.delete'
+        ? await reads.findSession(command.ownerId, command.sessionId)
+        : undefined;
+    let answer: unknown;
+    try {
+      const grant = await ensureHeld(key);
+      answer = grant.acquired
+        ? await applyHere(key, command)
+        : fromAnswerJson(await send(key, json));
+    } catch (error) {
+      // Refused (the id was taken, say): the slot goes back. Unknown (a timeout): it expires.
+      if (creates && error instanceof HttpError) {
+        await ownerIndex.release(key.ownerId, key.sessionId).catch(() => undefined);
+      }
+      throw error;
+    }
+    // Indexing a creation drops its reservation. The command is applied whatever happens here:
+    // a lost index write is repaired when the session's lease is next taken.
+    await reads.indexAnswer(command, answer, deleted).catch(reportError);
+    return answer;
   };
 
   return {
-    findSession: (ownerId, sessionId) => local.findSession(ownerId, sessionId),
-    listSessions: (ownerId, page) => local.listSessions(ownerId, page),
-    viewSession: (session) => local.viewSession(session),
-    getRun: (ownerId, runId) => local.getRun(ownerId, runId),
-    events: local.events,
-    idempotencyKeys: local.idempotencyKeys,
+    findSession: reads.findSession,
+    listSessions: reads.listSessions,
+    viewSession: reads.viewSession,
+    getRun: reads.getRun,
+    events: reads.events,
+    idempotencyKeys: reads.idempotencyKeys,
     execute: execute as SessionAccess['execute'],
     ready,
     async close() {
       stopBackstop();
+      stopLiveState();
       waiters.close();
       await subscriber.quit().catch(() => subscriber.disconnect());
     },

@@ -111,8 +111,12 @@ export function createRunRecordReader(options: {
   };
 }
 
-/** Writes the owner's run index entries of `records` (idempotent). */
-async function indexRuns(redis: Redis, keyPrefix: string, records: readonly RunRecord[]) {
+/** @internal Writes the owner's run index entries of `records`, all of one owner (idempotent). */
+export async function indexRuns(
+  redis: Redis,
+  keyPrefix: string,
+  records: ReadonlyArray<Pick<RunRecord, 'ownerId' | 'sessionId' | 'runId'>>,
+): Promise<void> {
   if (records.length === 0) return;
   const owner = toOwnerKeys(records[0]!.ownerId, keyPrefix);
   await redis.hset(owner.runs, ...records.flatMap((record) => [record.runId, record.sessionId]));

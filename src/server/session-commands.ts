@@ -16,6 +16,7 @@ import type {
   SessionSettings,
   SessionView,
 } from './session-access.js';
+import { getLiveSessionState, toSessionView } from './session-view.js';
 
 /** What the session commands need: the runtime, the stores and the service's settings. */
 export interface SessionCommandsContext {
@@ -73,28 +74,13 @@ const notFound = (sessionId: string) =>
  * @returns its {@link SessionView}
  */
 export function viewSession(context: SessionCommandsContext, session: SessionRecord): SessionView {
-  const { runtime } = context;
-  const handle = runtime.session(session.ownerId, session.sessionId);
-  const activeRunId = handle.activeRunId ?? null;
-  const queued = handle.queuedRunIds;
   const key = { ownerId: session.ownerId, sessionId: session.sessionId };
-  return {
-    session_id: session.sessionId,
-    mode: session.mode,
-    // A loop session has no busy-session strategy: its TurnLoop decides.
-    strategy: session.mode === 'loop' ? null : session.strategy,
-    grace_ms: session.graceMs,
-    approval_timeout_ms: session.approvalTimeoutMs ?? context.defaultApprovalTimeoutMs,
-    status: activeRunId !== null ? 'running' : queued.length > 0 ? 'queued' : 'idle',
-    active_run_id: activeRunId,
-    queued_run_ids: queued,
-    pending_approvals: runtime
-      .pendingApprovals(session.ownerId, session.sessionId)
-      .map((p) => ({ tool_use_id: p.toolUseId, name: p.name, args: p.args, run_id: p.runId })),
-    last_seq: runtime.eventLog.lastSeq({}, key),
-    created_at: session.createdAt,
-    updated_at: session.updatedAt,
-  };
+  return toSessionView(
+    session,
+    getLiveSessionState(context.runtime, key),
+    context.runtime.eventLog.lastSeq({}, key),
+    context.defaultApprovalTimeoutMs,
+  );
 }
 
 /**

@@ -1,8 +1,9 @@
 /**
  * Cluster nodes in one process: each is a ClusterInstance on the scene's private Redis with a
- * real local runtime (its event log the instance's Redis log, its records in its own SQLite
- * file), the service's local session access, and the cluster session access around it. The
- * agent is the test's (the LLM is the only mock).
+ * real local runtime (its event log the instance's Redis log, its session and run records the
+ * Redis stores, its history and inbox in its own SQLite file), the service's local session
+ * access, and the cluster session access around it. The agent is the test's (the LLM is the
+ * only mock).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,18 +17,17 @@ import {
   createClusterSessionAccess,
   type ClusterSessionAccess,
 } from '../../src/cluster/cluster-session-access.js';
+import { createRedisRunRecords } from '../../src/cluster/redis-run-records.js';
+import { createRedisSessionRecords } from '../../src/cluster/redis-session-records.js';
 import type { SessionKey } from '../../src/events/event-log.js';
 import type { Agent } from '../../src/run/agent.js';
 import { createRuntime } from '../../src/runtime/create-runtime.js';
 import type { Runtime } from '../../src/runtime/runtime-types.js';
 import { createTokenAuthenticator } from '../../src/server/auth.js';
 import { createServiceApp } from '../../src/server/service-app.js';
-import type { SessionRecords } from '../../src/stores/session-records.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
-import { createSqliteRunRecords } from '../../src/stores/sqlite/run-records.js';
-import { createSqliteSessionRecords } from '../../src/stores/sqlite/session-records.js';
 import { createSqliteSessionStore } from '../../src/stores/sqlite/session-store.js';
 import type { ClusterScene } from './cluster-helpers.js';
 
@@ -38,8 +38,6 @@ export interface ClusterNode {
   readonly runtime: Runtime;
   /** The instance's (simulated) clock: leases, renews, answer polls, command timeouts. */
   readonly clock: SimulatedClock;
-  /** This node's session records (its SQLite file). */
-  readonly sessions: SessionRecords;
   /** The inputs the agent started with on this node, in order. */
   readonly started: string[];
   /** Stops the access and the instance without releasing leases (they expire in Redis). */
@@ -51,17 +49,21 @@ export interface NodeOptions {
     /** The instance's connection. @default a fresh one to the private Redis */
     readonly redis?: ClusterInstanceOptions['redis'];
   };
-  readonly access?: Omit<ClusterSessionAccessOptions, 'cluster' | 'local'>;
+  readonly access?: Omit<ClusterSessionAccessOptions, 'cluster' | 'local' | 'runtime'>;
 }
 
 /**
  * An agent that runs until its run is cancelled (an LLM call that never ends), recording each
- * input it starts with.
+ * input it starts with; an input `ask:<tool use id>` first asks to approve a `clock` call.
  */
 const blockingAgent = (started: string[]): Agent<string, unknown> => ({
   execute: (input, ctx) =>
     new Promise((_resolve, reject) => {
       started.push(input);
+      if (input.startsWith('ask:')) {
+        const request = { toolUseId: input.slice(4), name: 'clock', args: { tz: 'UTC' } };
+        ctx.requestApproval(request).catch(() => undefined); // withdrawn by the cancel
+      }
       const stop = () => reject(new Error(`cancelled: ${String(ctx.signal.reason)}`));
       ctx.signal.addEventListener('abort', stop, { once: true });
     }),
@@ -89,18 +91,18 @@ export function useClusterNodes() {
       },
       reportError: () => undefined,
     });
-    const sessions = createSqliteSessionRecords({ database });
+    const sessions = createRedisSessionRecords(cluster);
     let access: ClusterSessionAccess | undefined;
     const service = createServiceApp({
       runtime,
       agent: blockingAgent(started),
       sessions,
-      runs: createSqliteRunRecords({ database }),
+      runs: createRedisRunRecords(cluster),
       authenticate: createTokenAuthenticator(new Map()),
       idempotencyKeys: createSqliteIdempotencyKeys({ database }),
       reportError: () => undefined,
       sessionAccess: (local) =>
-        (access = createClusterSessionAccess({ cluster, local, ...options.access })),
+        (access = createClusterSessionAccess({ cluster, local, runtime, ...options.access })),
     });
     let dead = false;
     const die = async () => {
@@ -116,7 +118,7 @@ export function useClusterNodes() {
       database.close();
       rmSync(dir, { recursive: true, force: true });
     });
-    return { cluster, access: access!, runtime, clock, sessions, started, die };
+    return { cluster, access: access!, runtime, clock, started, die };
   };
 }
 
@@ -139,3 +141,7 @@ export const cancelCommand = (key: SessionKey, runId: string) =>
     ...key,
     events: [{ type: 'user.interrupt', payload: { run_id: runId } }],
   }) as const;
+
+/** The `run_id` a one-message command's answer gives. */
+export const runIdOf = (answer: { results: ReadonlyArray<Record<string, unknown>> }) =>
+  String(answer.results[0]?.run_id);

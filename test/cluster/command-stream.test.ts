@@ -17,6 +17,7 @@ import {
   cancelCommand,
   createCommand,
   messageCommand,
+  runIdOf,
   useClusterNodes,
   type ClusterNode,
 } from './cluster-nodes.js';
@@ -29,10 +30,6 @@ async function loggedMessages(node: ClusterNode): Promise<string[]> {
   const events = await node.cluster.eventLog.read({}, key, { types: ['user.message'] });
   return events.map((event) => String(event.payload.text));
 }
-
-/** The `run_id` a one-message command's answer gives. */
-const runIdOf = (answer: { results: ReadonlyArray<Record<string, unknown>> }) =>
-  String(answer.results[0]?.run_id);
 
 /** What a promise rejected with (fails the test when it resolves). */
 const refusal = (promise: Promise<unknown>) =>
@@ -191,10 +188,7 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     const b = node(scene, 'B', {
       access: {
         answerPollMs: 100,
-        // The rebuild of the session from its records (another module): here, its record.
-        onAcquired: (acquired) => {
-          b.sessions.create({ ...acquired, strategy: 'enqueue', graceMs: 5_000, at: 0 });
-        },
+        // No rebuild (another module's): B's session records load the record from Redis.
       },
     });
     await a.access.execute(createCommand(key));
@@ -218,9 +212,6 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
       access: {
         answerPollMs: 100,
         nudgeHolders: false,
-        onAcquired: (acquired) => {
-          b.sessions.create({ ...acquired, strategy: 'enqueue', graceMs: 5_000, at: 0 });
-        },
       },
     });
     await a.access.execute(createCommand(key));
