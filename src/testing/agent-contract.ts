@@ -117,10 +117,26 @@ export class AgentContract {
     this.#safePointWithinMs = options.safePointWithinMs;
   }
 
+  /** Counts of repeated violations, by the index of their first report in `violations`. */
+  readonly #repeats = new Map<number, number>();
+
   #fail(invariant: AgentInvariant, runId: string, what: string): void {
     const parent = this.watched.get(runId)?.parentRunId;
     const name = parent === undefined ? runId : `${runId} (nested in ${parent})`;
-    this.violations.push(`[${invariant}] run ${name} ${what}`);
+    const head = `[${invariant}] run ${name} `;
+    // The lines before were handed out and cleared: their counts go with them.
+    if (this.violations.length === 0) this.#repeats.clear();
+    // Once per run and invariant, with a count: an agent that emits 300,000 events after its
+    // cancel gets one line, not a report of 300,000.
+    const first = this.violations.findIndex((line) => line.startsWith(head));
+    if (first < 0) {
+      this.violations.push(`${head}${what}`);
+      return;
+    }
+    const times = (this.#repeats.get(first) ?? 1) + 1;
+    this.#repeats.set(first, times);
+    this.violations[first] =
+      `${this.violations[first]!.replace(/ \(\d+ times\)$/, '')} (${times} times)`;
   }
 
   #lateSettle(watched: WatchedRun, late: number): void {

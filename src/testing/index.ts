@@ -58,7 +58,7 @@ export type {
   ReplayPathsOptions,
   ReplayReport,
 } from './replay-paths.js';
-export { runRaceProperty, RaceInvariantError } from './race-property.js';
+export { runRaceProperty, RaceInvariantError, resolveRaceRuns } from './race-property.js';
 export type {
   RaceAgentKind,
   RaceHarness,

@@ -17,7 +17,8 @@
  * @module
  */
 import { CancelMode, type SafePointKind } from '../../machines/cancel-request.js';
-import { terminalRunStatuses, type RunStatus } from '../../machines/run.machine.js';
+import type { RunStatus } from '../../machines/run.machine.js';
+import { isTerminalStatus } from './race-step.js';
 import type { RunRecord } from './race-world.js';
 
 /** A pending `interrupt` strategy: the active run it cut, when its grace is over, who waits. */
@@ -32,7 +33,7 @@ const bitOf: Record<SafePointKind, number> = {
   afterToolCalls: CancelMode.AfterToolCalls,
 };
 
-const isTerminal = (record: RunRecord) => terminalRunStatuses.has(record.run.status);
+const isTerminal = (record: RunRecord) => isTerminalStatus(record.run.status);
 
 /** @internal The obligations one race sequence has taken on, checked after every step. */
 export class RaceObligations {

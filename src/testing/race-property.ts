@@ -6,6 +6,7 @@
  */
 import type fc from 'fast-check';
 import type { SessionStrategy } from '../../machines/session.machine.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { AgentContractOptions, AgentReach } from './agent-contract.js';
 import { AgentWorld, agentCommands, type AgentUnderTest } from './agent-race.js';
 import { raceCommands, type RaceModel } from './race-commands.js';
@@ -90,6 +91,33 @@ const envNumber = (name: string): number | undefined => {
   if (!Number.isFinite(value)) throw new RangeError(`expected ${name} to be a number, got ${raw}`);
   return value;
 };
+
+/**
+ * How many sequences a race property runs: `RACE_RUNS` when it is set and not blank (it always
+ * wins, so a run can be longer, or shorter under mutation, without edits), else `numRuns`, else
+ * `fallback`. Tests that check a report's `numRuns`, or run properties of their own, read it
+ * here too, so every suite agrees on what `RACE_RUNS` means.
+ *
+ * @param numRuns - the suite's own count, if it sets one
+ * @param fallback - the count when neither is set (default 200)
+ * @returns a positive safe integer
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for anything else (0, a fraction,
+ *   a negative number, `NaN`, text): a property that runs no sequence checks nothing, and
+ *   fast-check never ends on a fractional count
+ */
+export function resolveRaceRuns(numRuns?: number, fallback = 200): number {
+  const raw = process.env.RACE_RUNS;
+  const fromEnv = raw === undefined || raw.trim() === '' ? undefined : Number(raw);
+  const value = fromEnv ?? numRuns ?? fallback;
+  if (!(Number.isSafeInteger(value) && value > 0)) {
+    const name = fromEnv === undefined ? 'numRuns' : 'RACE_RUNS';
+    throw new InvalidArgumentError(
+      name,
+      `expected \`${name}\` to be a positive integer, got ${fromEnv === undefined ? String(value) : JSON.stringify(raw)}`,
+    );
+  }
+  return value;
+}
 
 const envString = (name: string): string | undefined => {
   const raw = process.env[name];
@@ -243,7 +271,7 @@ export async function checkProperty(
   },
 ): Promise<RaceReport> {
   const fc = await loadFastCheck();
-  const numRuns = envNumber('RACE_RUNS') ?? options.numRuns ?? 200;
+  const numRuns = resolveRaceRuns(options.numRuns);
   const seed =
     options.seed ?? envNumber('RACE_SEED') ?? (Date.now() ^ (Math.random() * 0x100000000)) | 0;
   const path = options.path ?? envString('RACE_PATH');

@@ -6,7 +6,8 @@
  * @module
  */
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { terminalRunStatuses, type RunStatus } from '../../machines/run.machine.js';
+import type { RunStatus } from '../../machines/run.machine.js';
+import { isTerminalStatus } from './race-step.js';
 import type { SessionStrategy } from '../../machines/session.machine.js';
 import type { RunplaneEvent } from '../events/event-log.js';
 import type { AgentRun } from '../run/agent-run.js';
@@ -75,7 +76,7 @@ export class RaceInvariantError extends Error {
   override readonly name = 'RaceInvariantError';
 }
 
-const isTerminal = (status: RunStatus): boolean => terminalRunStatuses.has(status);
+const isTerminal = (status: RunStatus): boolean => isTerminalStatus(status);
 
 /** @internal The world one command sequence runs against. */
 export class RaceWorld {

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
 import { createRuntime, RunplaneError, type AgentRun } from '../../src/index.js';
-import { createScriptedAgent, createTestClock } from '../../src/testing/index.js';
+import { createScriptedAgent, createTestClock, resolveRaceRuns } from '../../src/testing/index.js';
 import {
   AdmissionReference,
   type AdmissionAnswer,
@@ -212,7 +212,7 @@ const limits = fc.record({
 
 describe('run and session admission against an independent reference model', () => {
   it('every step of random prepares, starts, cancels, completions, safe points and time matches the model', async () => {
-    const numRuns = Number(process.env.RACE_RUNS ?? 200);
+    const numRuns = resolveRaceRuns(200);
     await fc.assert(
       fc.asyncProperty(
         fc.array(step, { minLength: 1, maxLength: 24, size: 'max' }),

@@ -7,6 +7,7 @@
  * outcome keeps, and a first reason contributes.
  */
 import fc from 'fast-check';
+import { resolveRaceRuns } from '../../src/testing/index.js';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
 import type { CancelStep } from './cancel-reference.js';
@@ -28,7 +29,7 @@ const cancelStep: fc.Arbitrary<CancelStep> = fc.record(
 
 describe('cancel options against the independent reference model', () => {
   it('invalid modes, explicit recursive and reasons: every step matches the model', async () => {
-    const numRuns = Number(process.env.RACE_RUNS ?? 200);
+    const numRuns = resolveRaceRuns(200);
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.oneof({ weight: 3, arbitrary: cancelStep }, ...otherSteps), {

@@ -7,6 +7,7 @@
  * not a millisecond earlier or later.
  */
 import fc from 'fast-check';
+import { resolveRaceRuns } from '../../src/testing/index.js';
 import { describe, expect, it } from 'vitest';
 import { CancelMode } from '../../machines/cancel-request.js';
 import type { CancelStep } from './cancel-reference.js';
@@ -28,7 +29,7 @@ const step: fc.Arbitrary<CancelStep> = fc.oneof(
 
 describe('cancel merge against an independent reference model', () => {
   it('every step of random cancels, safe points and time matches the model', async () => {
-    const numRuns = Number(process.env.RACE_RUNS ?? 200);
+    const numRuns = resolveRaceRuns(200);
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
         const found = await divergence(steps);

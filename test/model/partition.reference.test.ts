@@ -9,6 +9,7 @@
  * and badly formed, over offered items with repeats.
  */
 import fc from 'fast-check';
+import { resolveRaceRuns } from '../../src/testing/index.js';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { partitionItems } from '../../src/turn-loop/partition-items.js';
@@ -143,7 +144,7 @@ const answerFor = (offered: readonly unknown[]): fc.Arbitrary<unknown> => {
 
 describe('TurnLoop item partition against an independent reference', () => {
   it('every genInput / genResume answer splits the offered items as the rules say, or names its fault', () => {
-    const numRuns = Number(process.env.RACE_RUNS ?? 200) * 5;
+    const numRuns = resolveRaceRuns(200) * 5;
     fc.assert(
       fc.property(
         fc

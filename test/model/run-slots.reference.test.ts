@@ -8,6 +8,7 @@
  * slot at once, must be what the reference says.
  */
 import fc from 'fast-check';
+import { resolveRaceRuns } from '../../src/testing/index.js';
 import { describe, it } from 'vitest';
 import { RunSlots, type SlotWaiter } from '../../src/runtime/run-slots.js';
 
@@ -153,7 +154,7 @@ function divergence(max: number, perOwner: number, steps: readonly Step[]): stri
 describe('slot gate against an independent reference', () => {
   it('requests, withdrawals and releases of three owners: every grant as the rules say', () => {
     // Pure and fast (well under a millisecond a sequence): 25 times the race properties' count.
-    const numRuns = Number(process.env.RACE_RUNS ?? 200) * 25;
+    const numRuns = resolveRaceRuns(200) * 25;
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 4 }),

@@ -4,8 +4,8 @@
  * written by the author.
  */
 import { describe, expect, it } from 'vitest';
-import { createRuntime } from '../../src/index.js';
-import { runRaceProperty, type RaceHarness } from '../../src/testing/index.js';
+import { createRuntime, sleep, type Agent } from '../../src/index.js';
+import { runRaceProperty, type RaceHarness, resolveRaceRuns } from '../../src/testing/index.js';
 import { toolAgent, toolMs, type AgentBug } from './tool-agent.js';
 
 const runtime = ({ clock, reportError, inspect }: RaceHarness) =>
@@ -17,11 +17,30 @@ const contract = { settleWithinMs: 100, safePointWithinMs: toolMs + 50 };
 describe('runRaceProperty with your own agent', () => {
   it('a sound agent keeps the agent contract', async () => {
     const report = await runRaceProperty(runtime, { agent: toolAgent(), contract, numRuns: 60 });
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 60));
+    expect(report.numRuns).toBe(resolveRaceRuns(60));
     // Every part of the agent was reached, so every part was judged.
     expect(report.reached?.nestedRuns).toBeGreaterThan(0);
     expect(report.reached?.safePoints).toBeGreaterThan(0);
     expect(report.reached?.results).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('reports a flood of late events once per run, with a count, not once per event', async () => {
+    const flood: Agent<string, string> = {
+      async execute(_input, ctx) {
+        await sleep(ctx.clock, 1_000, ctx.signal).catch(() => undefined);
+        for (let i = 0; i < 10_000; i++) ctx.emit('agent.message', { i });
+        throw new Error('stopped');
+      },
+    };
+    const failure = await runRaceProperty(runtime, { agent: flood, numRuns: 50, seed: 3 }).catch(
+      (error: unknown) => error as Error,
+    );
+    expect(failure).toBeInstanceOf(Error);
+    const message = (failure as Error).message;
+    expect(message).toMatch(
+      /\[no-events-after-terminal\] run [\w-]+ emitted agent\.message .*\(\d+ times\)/,
+    );
+    expect(message.length).toBeLessThan(20_000);
   }, 120_000);
 
   // An agent whose steps take 1.5 s: the world's time scale follows `contract.stepMs`, so the

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createRuntime } from '../../src/index.js';
-import { runRaceProperty } from '../../src/testing/index.js';
+import { runRaceProperty, resolveRaceRuns } from '../../src/testing/index.js';
 
 describe('race properties of the runtime under a per-owner cap', () => {
   it('maxRunningRunsPerOwner: 1 across three sessions of one owner keeps every invariant', async () => {
@@ -21,6 +21,6 @@ describe('race properties of the runtime under a per-owner cap', () => {
         }),
       { sessions: ['s1', 's2', 's3'], maxConcurrentRuns: 1 },
     );
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 200));
+    expect(report.numRuns).toBe(resolveRaceRuns(200));
   }, 120_000);
 });

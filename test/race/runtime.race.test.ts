@@ -5,14 +5,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createRuntime } from '../../src/index.js';
-import { runRaceProperty } from '../../src/testing/index.js';
+import { runRaceProperty, resolveRaceRuns } from '../../src/testing/index.js';
 
 describe('race properties of the runtime', () => {
   it('runs, sessions, cancels, interrupts, timeouts and shutdown keep every invariant', async () => {
     const report = await runRaceProperty(({ clock, reportError, inspect }) =>
       createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 80, sessionIdleTtlMs: 500 }),
     );
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 200));
+    expect(report.numRuns).toBe(resolveRaceRuns(200));
   }, 120_000);
 
   it('the same under maxConcurrentRuns: 1 across three sessions (slots are granted FIFO, never leaked)', async () => {
@@ -21,6 +21,6 @@ describe('race properties of the runtime', () => {
         createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 80, maxConcurrentRuns: 1 }),
       { sessions: ['s1', 's2', 's3'], maxConcurrentRuns: 1 },
     );
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 200));
+    expect(report.numRuns).toBe(resolveRaceRuns(200));
   }, 120_000);
 });

@@ -6,7 +6,13 @@
 import { createMachine } from 'xstate';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createRuntime } from '../../src/index.js';
-import { PathMismatchesError, replayPaths, runRaceProperty } from '../../src/testing/index.js';
+import {
+  PathMismatchesError,
+  replayPaths,
+  resolveRaceRuns,
+  runRaceProperty,
+  type RaceHarness,
+} from '../../src/testing/index.js';
 
 describe('runplane/testing', () => {
   afterEach(() => {
@@ -37,6 +43,27 @@ describe('runplane/testing', () => {
       { numRuns: 50, seed: 1 },
     );
     expect(report.numRuns).toBe(3);
+  });
+
+  it('refuses a run count that would check nothing or never end, with INVALID_ARGUMENT', async () => {
+    const factory = ({ clock, reportError, inspect }: RaceHarness) =>
+      createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 50 });
+    // A fractional count never ends in fast-check; 0, NaN and text would pass having run nothing.
+    for (const raw of ['1.5', '0', '-1', 'abc', 'Infinity']) {
+      vi.stubEnv('RACE_RUNS', raw);
+      const refused = await runRaceProperty(factory, { numRuns: 5 }).catch(
+        (error: unknown) => error as Error & { code?: string },
+      );
+      expect(refused, raw).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect((refused as Error).message, raw).toMatch(/RACE_RUNS/);
+    }
+    vi.stubEnv('RACE_RUNS', ' '); // blank is unset: the suite's own count applies
+    for (const numRuns of [0, 1.5, Number.NaN]) {
+      await expect(runRaceProperty(factory, { numRuns })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+    }
+    expect(resolveRaceRuns(7)).toBe(7);
   });
 
   it('a failure is printed nowhere but in the thrown error unless a log is given', async () => {

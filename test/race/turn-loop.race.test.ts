@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createRuntime } from '../../src/index.js';
-import { runTurnLoopRaceProperty } from '../../src/testing/index.js';
+import { runTurnLoopRaceProperty, resolveRaceRuns } from '../../src/testing/index.js';
 
 describe('race properties of the TurnLoop', () => {
   it('push, preempt, strategy, stop (each mode), late push, checkpoint and restart conserve every item', async () => {
@@ -18,7 +18,7 @@ describe('race properties of the TurnLoop', () => {
         createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 50 }),
       { stopWithinMs: 100 },
     );
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 200));
+    expect(report.numRuns).toBe(resolveRaceRuns(200));
   }, 120_000);
 
   it('the same with foreign runs holding the only runtime slot (maxConcurrentRuns: 1)', async () => {
@@ -27,6 +27,6 @@ describe('race properties of the TurnLoop', () => {
         createRuntime({ clock, reportError, inspect, unwindTimeoutMs: 50, maxConcurrentRuns: 1 }),
       { stopWithinMs: 100, maxConcurrentRuns: 1, numRuns: 100 },
     );
-    expect(report.numRuns).toBe(Number(process.env.RACE_RUNS ?? 100));
+    expect(report.numRuns).toBe(resolveRaceRuns(100));
   }, 120_000);
 });
