@@ -27,7 +27,7 @@ export interface RacePropertyOptions {
   /**
    * How many command sequences to run when `RACE_RUNS` is not set: `RACE_RUNS` from the
    * environment always wins, so a suite can be run longer (or shorter, under mutation) without
-   * editing it. @default 200
+   * editing it. A positive integer, like `RACE_RUNS`. @default 200
    */
   readonly numRuns?: number;
   /** Seed of the run to replay. @default `RACE_SEED` from the environment, else random */
@@ -158,6 +158,8 @@ const envString = (name: string): string | undefined => {
  * @param options - {@link RacePropertyOptions}
  * @returns what ran, once every sequence passed
  * @throws Error (as a rejection) when fast-check, an optional peer, is not installed
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`, as a rejection) when `RACE_RUNS` or
+ *   `numRuns` is not a positive integer (see {@link resolveRaceRuns})
  * @throws Error (as a rejection) naming the violated invariant, the seed, the path and the
  *   commands, when a sequence fails
  * @example

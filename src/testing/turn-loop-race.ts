@@ -342,6 +342,8 @@ function commands(fc: FastCheck, withSlots: boolean): fc.Arbitrary<Command>[] {
  * @param options - {@link TurnLoopRacePropertyOptions}
  * @returns what ran, once every sequence passed
  * @throws Error (as a rejection) when fast-check, an optional peer, is not installed
+ * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`, as a rejection) when `RACE_RUNS` or
+ *   `numRuns` is not a positive integer (see `resolveRaceRuns`)
  * @throws Error (as a rejection) with the violated invariant, the steps, the seed and the path
  */
 export async function runTurnLoopRaceProperty(
