@@ -30,7 +30,7 @@
  * @internal
  */
 import type { Redis } from 'ioredis';
-import { RunplaneError } from '../errors.js';
+import { InvalidArgumentError, RunplaneError } from '../errors.js';
 import type { SessionKey } from '../events/event-log.js';
 import type { PurgeStepResult, SessionPurge } from '../stores/session-purge.js';
 import { toSessionKeys } from './keys.js';
@@ -69,26 +69,32 @@ if #ARGV >= 4 then
 end
 local runIds = redis.call('SRANDMEMBER', KEYS[3], limit)
 if #runIds > 0 then return {'runs', unpack(runIds)} end
--- A slice of a Stream or a List: at most limit entries, and entries while under maxBytes.
+-- A slice of a Stream or a List: at most limit entries, and entries while under maxBytes. One
+-- entry read at a time, so a step never holds more than the slice and the entry after it.
 local function slice(key, isStream)
-  local items
-  if isStream then items = redis.call('XRANGE', key, '-', '+', 'COUNT', limit + 1)
-  else items = redis.call('LRANGE', key, 0, limit) end
-  if #items == 0 then return false end
-  local bytes = 0
-  for i = 1, #items do
-    if i > limit or (i > 1 and bytes >= maxBytes) then
-      if isStream then redis.call('XTRIM', key, 'MINID', items[i][1])
-      else redis.call('LTRIM', key, i - 1, -1) end
+  local bytes, count, from = 0, 0, '-'
+  while true do
+    local item
+    if isStream then item = redis.call('XRANGE', key, from, '+', 'COUNT', 1)[1]
+    else item = redis.call('LRANGE', key, count, count)[1] end
+    if item == nil then
+      if count == 0 then return false end
+      redis.call('UNLINK', key)
+      return true
+    end
+    if count >= limit or (count > 0 and bytes >= maxBytes) then
+      if isStream then redis.call('XTRIM', key, 'MINID', item[1])
+      else redis.call('LTRIM', key, count, -1) end
       return true
     end
     if isStream then
-      local fields = items[i][2]
-      for j = 2, #fields, 2 do bytes = bytes + #fields[j] end
-    else bytes = bytes + #items[i] end
+      for j = 2, #item[2], 2 do bytes = bytes + #item[2][j] end
+      from = '(' .. item[1]
+    else
+      bytes = bytes + #item
+    end
+    count = count + 1
   end
-  redis.call('UNLINK', key)
-  return true
 end
 if slice(KEYS[4], true) or slice(KEYS[6], false) or slice(KEYS[7], true) or slice(KEYS[13], false) then
   return {'more'}
@@ -123,6 +129,8 @@ type ScriptCall = (...args: Array<string | number>) => Promise<unknown>;
 
 /** About how many bytes of entries one step deletes at most (past it, one entry more). */
 const defaultMaxBytesPerStep = 1_048_576;
+/** The largest step: a step's run ids are unpacked onto Lua's stack (about 8,000 slots). */
+const maxBatchSize = 1_000;
 /** How long a purged session's fence is kept (see the module). */
 const defaultFenceKeepMs = 86_400_000;
 
@@ -180,7 +188,9 @@ export interface RedisSessionPurgeOptions {
  *   `purgeStep` answers `true` once nothing of the session is left (or its record is not
  *   deleted: a stale entry, dropped), `false` while more is left, `'busy'` while its lease is
  *   held or a run is unfinished. Each rejects with `RunplaneError` (`STORE_FAILED`) for a
- *   record that is not JSON, and with the client's error when Redis fails.
+ *   record that is not JSON, and with the client's error when Redis fails; `purgeStep` with
+ *   `InvalidArgumentError` (`INVALID_ARGUMENT`) for a `batchSize` that is not an integer from 1
+ *   to 1,000.
  * @example
  * ```ts
  * const purge = createRedisSessionPurge({ redis, keyPrefix: 'rp:' });
@@ -241,6 +251,12 @@ export function createRedisSessionPurge(options: RedisSessionPurgeOptions): Sess
     idleIn: () => ({ idle: [], next: undefined }),
 
     async purgeStep(key, batchSize): Promise<PurgeStepResult> {
+      if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > maxBatchSize) {
+        throw new InvalidArgumentError(
+          'batchSize',
+          `expected \`batchSize\` to be an integer from 1 to ${maxBatchSize}, got ${String(batchSize)}`,
+        );
+      }
       let reply = await step(key, batchSize, []);
       if (reply[0] === 'runs') {
         // The owner's run index first (another slot): an indexed run always has its hash.

@@ -134,19 +134,42 @@ describe.skipIf(skipRedis)('the purge of deleted sessions on Redis', () => {
     expect(await scene.admin.hgetall(owner.runs)).toEqual({ shared: 's9' });
   });
 
-  it('bounds the bytes of a step: big events go a few at a time', async () => {
-    const { scene, a, purge, seed, markDeleted } = world({ maxBytesPerStep: 10_000 });
+  it('bounds the bytes of a step: big events and messages go a few at a time', async () => {
+    const { scene, a, stores, purge, seed, markDeleted } = world({ maxBytesPerStep: 10_000 });
     await seed(key, { events: 20, payloadBytes: 3_000 });
+    const big = { role: 'user' as const, content: 'y'.repeat(3_000) };
+    await stores.history.append(
+      {},
+      key,
+      Array.from({ length: 11 }, () => big),
+    );
     await markDeleted(key);
     await a.release(key);
-    const lengths: number[] = [];
-    while ((await purge.purgeStep(key, 500)) === false) {
-      lengths.push(await scene.admin.xlen(scene.keys.events));
-    }
-    // 3 KB events, 10 KB a step: 4 entries a step (the fourth crosses the bound), never 500.
-    const deleted = lengths.map((n, i) => (i === 0 ? 20 : lengths[i - 1]!) - n).filter((n) => n);
-    expect(deleted.slice(0, 4)).toEqual([4, 4, 4, 4]);
+    const sizes = async () => ({
+      events: await scene.admin.xlen(scene.keys.events),
+      history: await scene.admin.llen(scene.keys.history),
+    });
+    const seen = [await sizes()];
+    while ((await purge.purgeStep(key, 500)) === false) seen.push(await sizes());
+    const taken = (field: 'events' | 'history') =>
+      seen
+        .slice(1)
+        .map((now, i) => seen[i]![field] - now[field])
+        .filter((n) => n > 0);
+    // 3 KB entries, 10 KB a step: 4 entries a step (the fourth crosses the bound), never 500.
+    expect(taken('events')).toEqual([4, 4, 4, 4, 4]);
+    // 'hi' and 11 big messages: 'hi' is small, so the first step takes it and 4 big ones.
+    expect(taken('history')).toEqual([5, 4, 3]);
     expect(await redisLeft(scene.admin, scene.keyPrefix, key)).toBe(0);
+  });
+
+  it('refuses a batch size Lua cannot unpack, or none', async () => {
+    const { purge } = world();
+    for (const batchSize of [0, 1.5, 1_001]) {
+      await expect(purge.purgeStep(key, batchSize)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+    }
   });
 
   it('keeps the fence to expire; a session made again under the id goes on from it, for good', async () => {
