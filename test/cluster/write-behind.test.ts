@@ -92,11 +92,13 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
 
   it("refuses a stale holder's batch with STALE_FENCE and leaves Stream and records untouched", async () => {
     const { keys, admin, lost, instance } = cluster.scene(key);
-    const a = instance('A', { leaseTtlMs: 150 }); // its clock is still: no renew, no deadline
+    const a = instance('A'); // its clock is still: no renew, no deadline
     const b = instance('B');
     await a.acquire(key);
     a.eventLog.append({}, key, { type: 'a.first', at: 1 });
     await a.flushed(key);
+    // The lease expires now (Redis's own expiry), once A's first batch is in: no TTL to race.
+    await admin.pexpire(keys.lease, 1);
     await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to expire');
     expect(await b.acquire(key)).toEqual({ acquired: true, fence: 2 });
     expect(b.eventLog.lastSeq({}, key)).toBe(1); // the mirror was loaded from Redis
