@@ -185,6 +185,8 @@ export async function openRedisServeStores(
             );
           }
           for (const { runId, reason } of acceptedCancels(command, answer)) {
+            // Only a recorded run (a nested run has no record: a merge would make a partial one).
+            if (runs.get(command.ownerId, runId) === undefined) continue;
             cluster.write(key, {
               op: 'run.merge',
               runId,
