@@ -31,6 +31,7 @@ import {
   abandonSession,
   cancelRequestField,
   createHandoffFilter,
+  detachRun,
   rebuildSession,
   type HandoffDeps,
 } from './session-handoff.js';
@@ -236,7 +237,7 @@ export async function openRedisServeStores(
       await Promise.all(
         cluster.heldSessions().map(async (key) => {
           const handle = runtime.session(key.ownerId, key.sessionId);
-          for (const runId of handle.queuedRunIds) filter.detach(runId);
+          for (const runId of handle.queuedRunIds) detachRun(deps!, key, runId);
           handle.cancelAll();
           if (handle.activeRunId === undefined && !deps!.service().loopSessions.has(key)) {
             await cluster.release(key).catch(options.reportError);

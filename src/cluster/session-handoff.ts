@@ -40,8 +40,11 @@ export interface HandoffFilter {
   readonly eventLog: EventLog;
   /** The run records the service writes to. */
   readonly runs: RunRecords;
-  /** From now on the run's writes are refused (`STALE_FENCE`): its session moves on without it. */
-  detach(runId: string): void;
+  /**
+   * From now on the run's writes are refused (`STALE_FENCE`): its session moves on without it.
+   * The run is forgotten once `settled` has and its last writes were refused.
+   */
+  detach(runId: string, settled: Promise<unknown>): void;
   /** The run's queueing (`run.status` to QUEUED, `session.run_queued`) is already logged: skip it once. */
   requeued(runId: string): void;
 }
@@ -101,7 +104,14 @@ export function createHandoffFilter(eventLog: EventLog, runs: RunRecords): Hando
   return {
     eventLog: filtered,
     runs: guardedRuns,
-    detach: (runId) => void detached.add(runId),
+    detach(runId, settled) {
+      detached.add(runId);
+      // After the outcome's record write (registered on the run's termination before this).
+      void settled.then(
+        () => detached.delete(runId),
+        () => detached.delete(runId),
+      );
+    },
     requeued: (runId) =>
       void skips.set(runId, new Set(['run.status:QUEUED', 'session.run_queued'])),
   };
@@ -240,18 +250,28 @@ const parseCancelRequest = (json: string | null): { reason: string | null } | un
   }
 };
 
+/** @internal Detaches a live run of `key` (see {@link HandoffFilter.detach}). */
+export function detachRun(
+  deps: Pick<HandoffDeps, 'runtime' | 'filter'>,
+  key: SessionKey,
+  runId: string,
+): void {
+  const run = deps.runtime.runs.find(key.ownerId, key.sessionId, runId);
+  deps.filter.detach(runId, run?.termination ?? Promise.resolve());
+}
+
 /**
  * @internal Stops this instance's work on a session it no longer holds: its runs here are
  * detached (their writes refused) and cancelled, its loop stopped without a checkpoint.
  */
 export async function abandonSession(deps: HandoffDeps, key: SessionKey): Promise<void> {
-  const { runtime, filter } = deps;
+  const { runtime } = deps;
   const handle = runtime.session(key.ownerId, key.sessionId);
   const live = [
     ...handle.queuedRunIds,
     ...(handle.activeRunId === undefined ? [] : [handle.activeRunId]),
   ];
-  for (const runId of live) filter.detach(runId);
+  for (const runId of live) detachRun(deps, key, runId);
   handle.cancelAll({ includeActive: true });
   await deps.service().loopSessions.abandon(key);
 }
