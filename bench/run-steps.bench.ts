@@ -7,13 +7,14 @@
  * - actors created, promises and other async resources created, timers armed, events logged;
  * - heap bytes allocated, and CPU time.
  *
- * @remarks Three passes over fresh runtimes. The counted pass sees XState's inspection events,
+ * @remarks Two passes over fresh runtimes. The counted pass sees XState's inspection events,
  * wraps the machines' named assign/enqueueActions actions to count them (they never reach the
  * inspector), and counts async resources with an `async_hooks` init hook. The allocation pass
- * has none of that: rounds of `runsPerRound` runs, each after a full GC, the heap delta over a
- * round divided by its runs; a young generation of 256 MiB (`--min/max-semi-space-size=256`, set
- * by bench/run.ts for this suite) holds a round's garbage, and a round in which a collection
- * ran anyway is dropped. The figure is the median over rounds. Run alone with
+ * has none of that: rounds of `runsPerRound` runs, runplane's and bare XState's alternating,
+ * each after a full GC, the heap delta over a round divided by its runs; a young generation of
+ * 256 MiB (`--min/max-semi-space-size=256`, set by bench/run.ts for this suite) holds a round's
+ * garbage, and a round in which a collection ran anyway is dropped. Bytes are the median over
+ * rounds; CPU time is reported beside them, with runplane ÷ bare per round pair. Run alone with
  * `node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 --import tsx
  * bench/run-steps.bench.ts [runs]`.
  *
@@ -244,53 +245,73 @@ async function countedPass(make: (hooks: Hooks) => Peer, runs: number, warmup: n
   };
 }
 
-/** Heap bytes allocated and CPU µs per run: the median over rounds with no collection inside. */
-async function allocationPass(
-  make: () => Peer,
-  rounds: number,
-  runsPerRound: number,
-  warmup: number,
-) {
+/** One measured round of one peer: its window, heap bytes and CPU µs per run. */
+interface Round {
+  from: number;
+  to: number;
+  bytes: number;
+  cpuUs: number;
+}
+
+/**
+ * Heap bytes allocated and CPU µs per run of each peer: rounds of the peers alternate (so a
+ * busy host falls on both alike); bytes are the median over rounds with no collection inside,
+ * CPU the median over all rounds, and `cpuRatio` the median of runplane ÷ bare per round pair.
+ */
+async function allocationPass(rounds: number, runsPerRound: number, warmup: number) {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc === undefined) throw new Error('run with node --expose-gc (npm run bench does)');
-  const peer = make();
-  let i = 0;
-  for (; i < warmup; i++) await peer.lifecycle(i);
+  const peers = { runplane: runplanePeer(), bare: barePeer() };
+  const names = ['runplane', 'bare'] as const;
+  const next = { runplane: 0, bare: 0 };
+  for (const name of names)
+    for (; next[name] < warmup; next[name]++) await peers[name].lifecycle(next[name]);
   // Start times of every collection; one inside a round makes its heap delta meaningless.
   const collectedAt: number[] = [];
   const collections = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) collectedAt.push(entry.startTime);
   });
   collections.observe({ entryTypes: ['gc'] });
-  const measured: Array<{ from: number; to: number; bytes: number; cpuUs: number }> = [];
+  const measured = { runplane: [] as Round[], bare: [] as Round[] };
   for (let r = 0; r < rounds; r++) {
-    gc();
-    const heapBefore = process.memoryUsage().heapUsed;
-    const cpuBefore = process.cpuUsage();
-    const from = performance.now();
-    for (const end = i + runsPerRound; i < end; i++) await peer.lifecycle(i);
-    const to = performance.now();
-    const cpu = process.cpuUsage(cpuBefore);
-    const heapAfter = process.memoryUsage().heapUsed;
-    measured.push({
-      from,
-      to,
-      bytes: (heapAfter - heapBefore) / runsPerRound,
-      cpuUs: (cpu.user + cpu.system) / runsPerRound,
-    });
+    for (const name of r % 2 === 0 ? names : [...names].reverse()) {
+      const peer = peers[name];
+      gc();
+      const heapBefore = process.memoryUsage().heapUsed;
+      const cpuBefore = process.cpuUsage();
+      const from = performance.now();
+      for (const end = next[name] + runsPerRound; next[name] < end; next[name]++) {
+        await peer.lifecycle(next[name]);
+      }
+      const to = performance.now();
+      const cpu = process.cpuUsage(cpuBefore);
+      const heapAfter = process.memoryUsage().heapUsed;
+      measured[name].push({
+        from,
+        to,
+        bytes: (heapAfter - heapBefore) / runsPerRound,
+        cpuUs: (cpu.user + cpu.system) / runsPerRound,
+      });
+    }
   }
   // Entries reach the observer a turn after their collection: let them arrive, take the rest.
   await new Promise((resolve) => setImmediate(resolve));
   await new Promise((resolve) => setImmediate(resolve));
   for (const entry of collections.takeRecords()) collectedAt.push(entry.startTime);
   collections.disconnect();
-  const clean = measured.filter((w) => !collectedAt.some((t) => t >= w.from && t <= w.to));
-  await peer.close();
-  return {
-    bytesPerRun: clean.length === 0 ? Number.NaN : Math.round(median(clean.map((w) => w.bytes))),
-    roundsKept: clean.length,
-    cpuUsPerRun: round(median(measured.map((w) => w.cpuUs))),
+  for (const name of names) await peers[name].close();
+  const of = (name: (typeof names)[number]) => {
+    const clean = measured[name].filter((w) => !collectedAt.some((t) => t >= w.from && t <= w.to));
+    return {
+      bytesPerRun: clean.length === 0 ? Number.NaN : Math.round(median(clean.map((w) => w.bytes))),
+      roundsKept: clean.length,
+      cpuUsPerRun: round(median(measured[name].map((w) => w.cpuUs))),
+    };
   };
+  const cpuRatio = round(
+    median(measured.runplane.map((w, r) => w.cpuUs / measured.bare[r]!.cpuUs)),
+  );
+  return { runplane: of('runplane'), bare: of('bare'), cpuRatio };
 }
 
 /** Counts and allocations of runplane and bare XState per no-op run. */
@@ -301,10 +322,7 @@ export async function runSteps(
   const rounds = options.rounds ?? 10;
   const runsPerRound = options.runsPerRound ?? 1_000;
   const warmup = 5_000;
-  const alloc = {
-    runplane: await allocationPass(() => runplanePeer(), rounds, runsPerRound, warmup),
-    bare: await allocationPass(() => barePeer(), rounds, runsPerRound, warmup),
-  };
+  const alloc = await allocationPass(rounds, runsPerRound, warmup);
   const counted = {
     runplane: await countedPass(runplanePeer, runs, warmup),
     bare: await countedPass(barePeer, runs, warmup),
@@ -313,6 +331,8 @@ export async function runSteps(
     runs,
     rounds,
     runsPerRound,
+    /** runplane's CPU µs per run ÷ bare XState's, median of alternating round pairs. */
+    cpuRatio: alloc.cpuRatio,
     runplane: { ...counted.runplane, ...alloc.runplane },
     bare: { ...counted.bare, ...alloc.bare },
   };
@@ -324,7 +344,7 @@ const prefixed = (prefix: string, values: Record<string, number>): Record<string
 
 /** The suite of bench/run.ts: one figure per count, runplane's value, bare XState's beside it. */
 export async function runStepFigures(): Promise<Figure[]> {
-  const { runplane: ours, bare } = await runSteps();
+  const { runplane: ours, bare, cpuRatio } = await runSteps();
   const figure = (name: string, unit: string, value: number, bareValue: number, detail = {}) => ({
     name: `run steps: ${name} per no-op run (runplane; bare XState in detail)`,
     value,
@@ -351,7 +371,7 @@ export async function runStepFigures(): Promise<Figure[]> {
       roundsKept: ours.roundsKept,
       bareRoundsKept: bare.roundsKept,
     }),
-    figure('CPU time', 'µs', ours.cpuUsPerRun, bare.cpuUsPerRun),
+    figure('CPU time', 'µs', ours.cpuUsPerRun, bare.cpuUsPerRun, { ratio: cpuRatio }),
   ];
 }
 
