@@ -194,13 +194,19 @@ const activeChild = ({ context }: ActionArgs) =>
 
 const sessionSetup = base.extend({
   actions: {
-    spawnRun: base.enqueueActions(({ context, event, enqueue }) => {
-      if (event.type !== 'session.prepare') return;
-      enqueue.spawnChild('run', {
+    /**
+     * `prepare()`: the run's actor, spawned in CREATED. An `assign`'s `spawn`, not
+     * `enqueueActions` + `spawnChild` (whose `systemId` is fixed): one snapshot rebuilt and no
+     * action queue made, 1.75 KB less garbage per run (bench/run-steps.bench.ts).
+     */
+    spawnRun: base.assign(({ context, event, spawn }) => {
+      if (event.type !== 'session.prepare') return {};
+      spawn('run', {
         id: context.children.take(event.run.runId),
         systemId: runSystemId(event.run.runId),
         input: event.run,
       });
+      return {};
     }),
     /**
      * The run's end: it leaves the queue wherever it stood (its actor is stopped next). An assign
