@@ -5,7 +5,8 @@
  * - XState macrosteps (events processed) and microsteps, by actor (session, run, other);
  * - actions executed (custom and built-in, by type) and assigns resolved (by name);
  * - actors created, promises and other async resources created, timers armed, events logged;
- * - heap bytes allocated, and CPU time.
+ * - heap bytes allocated (in all, and runplane's by phase: prepare, start, to settled), and CPU
+ *   time.
  *
  * @remarks Two passes over fresh runtimes. The counted pass sees XState's inspection events,
  * wraps the machines' named assign/enqueueActions actions to count them (they never reach the
@@ -314,6 +315,74 @@ async function allocationPass(rounds: number, runsPerRound: number, warmup: numb
   return { runplane: of('runplane'), bare: of('bare'), cpuRatio };
 }
 
+/**
+ * runplane's heap bytes per run by phase: `prepare()` (the session's spawn step and the run
+ * actor's start), `start()` (the session's admission step and the run's step into RUNNING), and
+ * from `start()` returning to `termination` resolved (the agent, the run's step to its final
+ * state, the session's step on its end). Each phase is measured with `heapUsed` before and
+ * after it, less what reading `heapUsed` allocates itself; rounds in which a collection ran are
+ * dropped, and each phase is the median over the rest.
+ */
+async function phasePass(rounds: number, runsPerRound: number, warmup: number) {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error('run with node --expose-gc (npm run bench does)');
+  const runtime = createRuntime({
+    stores: { eventLog: createMemoryEventLog({ maxEventsPerSession: 1_000 }) },
+  });
+  const heap = () => process.memoryUsage().heapUsed;
+  let i = 0;
+  const lifecycle = async (sums?: number[], overhead = 0) => {
+    const h0 = heap();
+    const run = runtime.prepare({
+      ownerId: 'bench',
+      sessionId: `seq-${Math.floor(i / 10)}`,
+      agent: noop,
+      input: i++,
+    });
+    const h1 = heap();
+    run.start();
+    const h2 = heap();
+    await run.termination;
+    const h3 = heap();
+    if (sums === undefined) return;
+    sums[0]! += h1 - h0 - overhead;
+    sums[1]! += h2 - h1 - overhead;
+    sums[2]! += h3 - h2 - overhead;
+  };
+  for (let w = 0; w < warmup; w++) await lifecycle();
+  // What one heapUsed reading allocates: the median of back-to-back differences.
+  const readings: number[] = [];
+  for (let k = 0; k < 1_000; k++) {
+    const a = heap();
+    readings.push(heap() - a);
+  }
+  const overhead = median(readings);
+  const collectedAt: number[] = [];
+  const collections = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) collectedAt.push(entry.startTime);
+  });
+  collections.observe({ entryTypes: ['gc'] });
+  const measured: Array<{ from: number; to: number; sums: number[] }> = [];
+  for (let r = 0; r < rounds; r++) {
+    gc();
+    const sums = [0, 0, 0];
+    const from = performance.now();
+    for (let k = 0; k < runsPerRound; k++) await lifecycle(sums, overhead);
+    measured.push({ from, to: performance.now(), sums });
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  for (const entry of collections.takeRecords()) collectedAt.push(entry.startTime);
+  collections.disconnect();
+  await runtime.shutdown({ graceMs: 0 });
+  const clean = measured.filter((w) => !collectedAt.some((t) => t >= w.from && t <= w.to));
+  const phase = (k: number) =>
+    clean.length === 0
+      ? Number.NaN
+      : Math.round(median(clean.map((w) => w.sums[k]! / runsPerRound)));
+  return { prepare: phase(0), start: phase(1), toSettled: phase(2), roundsKept: clean.length };
+}
+
 /** Counts and allocations of runplane and bare XState per no-op run. */
 export async function runSteps(
   options: { runs?: number; rounds?: number; runsPerRound?: number } = {},
@@ -323,6 +392,7 @@ export async function runSteps(
   const runsPerRound = options.runsPerRound ?? 1_000;
   const warmup = 5_000;
   const alloc = await allocationPass(rounds, runsPerRound, warmup);
+  const phases = await phasePass(rounds, runsPerRound, warmup);
   const counted = {
     runplane: await countedPass(runplanePeer, runs, warmup),
     bare: await countedPass(barePeer, runs, warmup),
@@ -333,6 +403,8 @@ export async function runSteps(
     runsPerRound,
     /** runplane's CPU µs per run ÷ bare XState's, median of alternating round pairs. */
     cpuRatio: alloc.cpuRatio,
+    /** runplane's heap bytes per run by phase (see `phasePass`). */
+    bytesByPhase: phases,
     runplane: { ...counted.runplane, ...alloc.runplane },
     bare: { ...counted.bare, ...alloc.bare },
   };
@@ -344,7 +416,7 @@ const prefixed = (prefix: string, values: Record<string, number>): Record<string
 
 /** The suite of bench/run.ts: one figure per count, runplane's value, bare XState's beside it. */
 export async function runStepFigures(): Promise<Figure[]> {
-  const { runplane: ours, bare, cpuRatio } = await runSteps();
+  const { runplane: ours, bare, cpuRatio, bytesByPhase } = await runSteps();
   const figure = (name: string, unit: string, value: number, bareValue: number, detail = {}) => ({
     name: `run steps: ${name} per no-op run (runplane; bare XState in detail)`,
     value,
@@ -370,6 +442,7 @@ export async function runStepFigures(): Promise<Figure[]> {
     figure('heap allocated', 'bytes', ours.bytesPerRun, bare.bytesPerRun, {
       roundsKept: ours.roundsKept,
       bareRoundsKept: bare.roundsKept,
+      ...prefixed('phase', bytesByPhase),
     }),
     figure('CPU time', 'µs', ours.cpuUsPerRun, bare.cpuUsPerRun, { ratio: cpuRatio }),
   ];
