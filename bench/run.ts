@@ -15,7 +15,7 @@
  *
  * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint,
  * checkpoint-incremental, memory, heap, serve-latency, serve-fanout, serve-sessions,
- * serve-hostile, retention, telemetry. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
+ * serve-hostile, retention, telemetry, run-steps. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
  * quick check (default 100,000 sessions × 10 runs).
  */
 import { spawnSync } from 'node:child_process';
@@ -55,6 +55,14 @@ const suites: Record<string, Suite> = {
   retention: async () => (await import('./retention.bench.js')).embeddedRetention(),
   // Run telemetry (spans, metrics) with no tracer provider: its share of a lifecycle.
   telemetry: async () => (await import('./telemetry.bench.js')).telemetryOverhead(),
+  // A no-op run counted, beside bare XState: XState steps, actions, actors, promises, heap bytes.
+  'run-steps': async () => (await import('./run-steps.bench.js')).runStepFigures(),
+};
+
+/** Node flags a suite's process needs beyond this script's own. */
+const nodeFlagsOf: Partial<Record<string, string[]>> = {
+  // A young generation that holds a round's garbage: the heap delta is what the round allocated.
+  'run-steps': ['--min-semi-space-size=256', '--max-semi-space-size=256'],
 };
 const suiteNames = Object.keys(suites);
 
@@ -200,7 +208,15 @@ try {
       const out = join(scratch, `${name}.json`);
       const child = spawnSync(
         process.execPath,
-        [...process.execArgv, fileURLToPath(import.meta.url), '--child', name, '--out', out],
+        [
+          ...process.execArgv,
+          ...(nodeFlagsOf[name] ?? []),
+          fileURLToPath(import.meta.url),
+          '--child',
+          name,
+          '--out',
+          out,
+        ],
         { stdio: ['ignore', 'inherit', 'inherit'] },
       );
       if (child.status !== 0) throw new Error(`bench suite ${name} failed (exit ${child.status})`);

@@ -17,18 +17,22 @@
  * - The queue is copied on write: the runtime's session machine mutates its `RunQueue` in place
  *   (O(1) per event over a long queue), which a graph traversal cannot share between snapshots.
  *   Every step works on a copy (`withReactions`' `copy`), so the machine's own in-place actions
- *   (`forgetRun`, `admitHead`) are used as they are; the two queue actions that are plain
- *   functions (`addStartedToQueue`, `addStartedToQueueFront`), which `transition()` hands back
- *   without running, are restated as `assign`s doing the same. Guards, transitions and every
- *   other action are the machine's own.
+ *   (`forgetRun`, `admitHead`) are used as they are; the run's spawn (`spawnRun`, an `assign`
+ *   whose `spawn` no executed action shows) is restated as `enqueueActions` + `spawnChild`, so
+ *   the reaction below sees it; the actions that are plain functions
+ *   writing the context in place (`addStartedToQueue`, `addStartedToQueueFront`,
+ *   `setActiveToStarted`, `forgetActiveRun`), which `transition()` hands back without running,
+ *   are restated as `assign`s doing the same. Guards, transitions and every other action are the
+ *   machine's own.
  * - Two gates: `free` (no `maxConcurrentRuns`: the slot is always free) and `held` (a rival
  *   session always holds or waits for the only slot, so this session waits in `waiting` until
  *   the rival's run ends).
  */
-import { assign, fromCallback } from 'xstate';
+import { assign, enqueueActions, fromCallback } from 'xstate';
 import type { ActorLogic, EventFromLogic, StateValue } from 'xstate';
 import { ChildIds } from '../../machines/child-ids.js';
 import { RunQueue } from '../../machines/run-queue.js';
+import { runSystemId } from '../../machines/run.machine.js';
 import type { RunMachineInput } from '../../machines/run.types.js';
 import {
   sessionMachine,
@@ -112,7 +116,7 @@ const copySnapshot = (snapshot: SessionSnapshot): SessionSnapshot => ({
   },
 });
 
-/** The session machine with inert runs, the plain-function queue actions as assigns, the gate. */
+/** The session machine with inert runs, its in-place actions as assigns, the gate. */
 function sessionModelMachine(gate: Gate) {
   return sessionMachine.provide({
     actors: { run: fromCallback(() => undefined) as never },
@@ -125,6 +129,21 @@ function sessionModelMachine(gate: Gate) {
       addStartedToQueueFront: assign(({ context, event }) => {
         if (event.type === 'session.start') context.queue.addFirst(event.runId);
         return {};
+      }),
+      spawnRun: enqueueActions(({ context, event, enqueue }) => {
+        if (event.type !== 'session.prepare') return;
+        enqueue.spawnChild('run', {
+          id: context.children.take(event.run.runId),
+          systemId: runSystemId(event.run.runId),
+          input: event.run,
+        });
+      }),
+      setActiveToStarted: assign(({ event }) =>
+        event.type === 'session.start' ? { activeRunId: event.runId } : {},
+      ),
+      forgetActiveRun: assign(({ context, event }) => {
+        if ('actorId' in event) context.children.release(event.actorId);
+        return { activeRunId: undefined, interruptingRunIds: [] };
       }),
     },
   });
