@@ -117,6 +117,8 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
   const resolved = resolveClusterOptions(options);
   const scripts = defineClusterScripts(resolved.redis);
   const mirrors = new Map<string, SessionMirror>();
+  /** Releases in progress, by session key string. */
+  const releasing = new Map<string, Promise<boolean>>();
   const recordMirrors: RecordMirror[] = [];
   const watcher = createTailWatcher(resolved);
 
@@ -213,6 +215,9 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     eventLog: createRedisEventLog(resolved, watcher, mirrorOf),
 
     async acquire(key) {
+      // A release of the session in progress here ends first: an `acquired` answered during it
+      // would name a lease whose outbox the release is about to stop.
+      await releasing.get(toSessionKeyString(key))?.catch(() => undefined);
       const grant = await leases.acquire(key);
       if (grant.acquired && mirrorOf(key) === undefined) {
         try {
@@ -240,20 +245,30 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
       await heldMirror(key).outbox.flushed();
     },
 
-    async release(key) {
-      const mirror = mirrorOf(key);
-      if (mirror !== undefined) {
-        await mirror.outbox.flushed().catch(() => undefined);
-        const { fence } = mirror.outbox;
-        if (mirrors.get(toSessionKeyString(key)) === mirror) {
-          mirrors.delete(toSessionKeyString(key));
-          for (const records of recordMirrors) records.forget(key);
-          mirror.outbox.stop(
-            new StaleFenceError(key.ownerId, key.sessionId, fence, 'not_held', 'released'),
-          );
+    release(key) {
+      const k = toSessionKeyString(key);
+      const running = releasing.get(k);
+      if (running !== undefined) return running;
+      const released = (async () => {
+        const mirror = mirrorOf(key);
+        if (mirror !== undefined) {
+          // Until nothing is left to ship: a write queued while a batch was on its way counts.
+          while (mirror.outbox.pending > 0 && mirror.outbox.stopped === undefined) {
+            await mirror.outbox.flushed().catch(() => undefined);
+          }
+          const { fence } = mirror.outbox;
+          if (mirrors.get(k) === mirror) {
+            mirrors.delete(k);
+            for (const records of recordMirrors) records.forget(key);
+            mirror.outbox.stop(
+              new StaleFenceError(key.ownerId, key.sessionId, fence, 'not_held', 'released'),
+            );
+          }
         }
-      }
-      return leases.release(key);
+        return leases.release(key);
+      })().finally(() => releasing.delete(k));
+      releasing.set(k, released);
+      return released;
     },
 
     renew: () => leases.renew(),
