@@ -77,4 +77,24 @@ describe('TurnLoop turn steps', () => {
     loop.stop();
     expect((await loop.wait()).exitReason).toBeUndefined();
   });
+
+  it('a run the runtime refuses to start fails its turn: the loop ends with that error, no turn.started, items back in order', async () => {
+    const loopEvents: string[] = [];
+    const inspect = (event: InspectionEvent) => {
+      if (event.type === '@xstate.event' && event.event.type.startsWith('turn.')) {
+        loopEvents.push(event.event.type);
+      }
+    };
+    // An empty item id is refused by runtime.prepare (INVALID_ARGUMENT), after planning.
+    const { loop, stepped } = createTestLoop({ inspect, itemIdOf: () => '' });
+    loop.push('a');
+    loop.push('b');
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ code: 'INVALID_ARGUMENT', field: 'itemIds.0' });
+    expect(exit.unhandledItems).toEqual(['a', 'b']);
+    expect(stepped.executions).toHaveLength(0);
+    expect(loopEvents).toContain('turn.failed');
+    expect(loopEvents).not.toContain('turn.started');
+  });
 });
