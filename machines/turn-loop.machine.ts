@@ -51,7 +51,7 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { turnLoopSetup } from './turn-loop.setup.js';
+import { turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
 import type { LoopEnding, SaveCheckpointInput, TurnInput, TurnRecord } from './turn-loop.types.js';
 
 /**
@@ -92,8 +92,7 @@ export const turnLoopMachine = turnLoopSetup
           const turn = context.turn;
           if (event.type !== 'turn.ended' || turn?.plan === undefined) return;
           const { ending } = event;
-          const cancelled = ending.status === 'CANCELLED' && ending.cancelledBy !== 'handler';
-          const neverRan = cancelled && !ending.agentStarted;
+          const { cancelled, neverRan } = turnEndingEffect(ending, context.closed);
           // What a stop or an error leaves interrupted: the items an agent was working on.
           const interrupted = ending.status === 'CANCELLED' && !neverRan ? turn.plan.consumed : [];
           const agentState = neverRan ? undefined : (ending.agentState ?? turn.resume?.agentState);
@@ -258,6 +257,14 @@ export const turnLoopMachine = turnLoopSetup
                     {
                       guard: 'loadedCheckpointUsed',
                       target: '#turnLoop.loop.discarding',
+                      actions: 'endTurn',
+                    },
+                    // The next turn at once, without a `route` microstep, when that is where
+                    // `route` would go.
+                    {
+                      guard: 'nextTurnFollows',
+                      target: '#turnLoop.loop.turn',
+                      reenter: true,
                       actions: 'endTurn',
                     },
                     { target: '#turnLoop.loop.route', actions: 'endTurn' },

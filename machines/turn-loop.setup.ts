@@ -22,12 +22,29 @@ import type {
   TurnLoopContext,
   TurnLoopEvent,
   TurnLoopInput,
+  TurnEnding,
   TurnRecord,
 } from './turn-loop.types.js';
 
 const hasWork = (context: TurnLoopContext): boolean =>
   context.resume !== undefined ||
   (context.needsPlanning && (context.buffer.length > 0 || context.requeued.length > 0));
+
+/**
+ * How a turn's ending leaves the loop (the rule `endTurn` applies): whether the loop's own
+ * preempt or stop cancelled the run, whether the agent never ran (the turn is unplanned), and
+ * whether the loop exits after it (an error, a suspension, a stop's cancel, or a cancel by
+ * someone else). @internal
+ */
+export function turnEndingEffect(ending: TurnEnding, closed: boolean) {
+  const cancelled = ending.status === 'CANCELLED' && ending.cancelledBy !== 'handler';
+  const neverRan = cancelled && !ending.agentStarted;
+  const exits =
+    ending.error !== undefined ||
+    ending.suspension !== undefined ||
+    (cancelled && (closed || ending.cancelledBy !== 'preempt'));
+  return { cancelled, neverRan, exits };
+}
 
 // ---- the machine --------------------------------------------------------------------------------
 
@@ -226,6 +243,28 @@ const loopSetup = setup({
     loopExited: stateIn({ loop: 'exited' }),
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
+    /**
+     * After this `turn.ended`, the loop plans its next turn at once: what `route` would decide
+     * once `endTurn` has run (no exit, work pending), known before it for a turn whose agent ran
+     * (its items are not unplanned). Saves the loop the `route` microstep between turns.
+     */
+    nextTurnFollows: ({ context, event }) => {
+      const turn = context.turn;
+      if (event.type !== 'turn.ended' || turn?.plan === undefined) return false;
+      if (context.ending !== undefined || context.closed) return false;
+      const { exits, neverRan } = turnEndingEffect(event.ending, context.closed);
+      if (exits || neverRan) return false;
+      const requeues =
+        event.ending.cancelledBy === 'preempt' &&
+        context.settings.requeuePreempted &&
+        turn.plan.consumed.length > 0;
+      return (
+        context.resume !== undefined ||
+        context.buffer.length > 0 ||
+        context.requeued.length > 0 ||
+        requeues
+      );
+    },
     /**
      * A turn consumed its items (it finished, was preempted, or its handler ended it) while the
      * loaded checkpoint is still stored: the checkpoint is used up (mid-turn: the resume ran;

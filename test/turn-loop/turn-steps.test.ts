@@ -97,4 +97,24 @@ describe('TurnLoop turn steps', () => {
     expect(loopEvents).toContain('turn.failed');
     expect(loopEvents).not.toContain('turn.started');
   });
+
+  it('a preempted turn ends straight into the next: the loop passes no route state between them', async () => {
+    const loopStates: unknown[] = [];
+    const inspect = (event: InspectionEvent) => {
+      if (event.type !== '@xstate.microstep') return;
+      const snapshot = event.snapshot as unknown as { machine?: { id: string }; value: unknown };
+      if (snapshot.machine?.id === 'turnLoop') loopStates.push(snapshot.value);
+    };
+    for (const requeuePreempted of [false, true]) {
+      loopStates.length = 0;
+      const { loop, stepped } = createTestLoop({ inspect, requeuePreempted });
+      await preemptIntoTurnTwo(loop, stepped);
+      const loopValues = loopStates.map((value) => (value as { loop: unknown }).loop);
+      // Once for the first turn (run() routes to it), never between turn 1 and turn 2.
+      expect(loopValues.filter((value) => value === 'route')).toHaveLength(1);
+      stepped.last().finish();
+      loop.stop();
+      expect((await loop.wait()).exitReason).toBeUndefined();
+    }
+  });
 });
