@@ -117,15 +117,6 @@ const loopSetup = setup({
       };
     }),
 
-    /** The turn's run started with this plan: remaining items go back to the front of the buffer, dropped are reported. */
-    applyPlan: assign(({ context, event }) => {
-      const turn = context.turn;
-      if (turn === undefined || event.type !== 'turn.started') return {};
-      const { plan } = event;
-      context.dropped.push(...plan.dropped);
-      return { buffer: [...plan.remaining, ...context.buffer], turn: { ...turn, plan } };
-    }),
-
     /**
      * Puts everything the turn took back where it was, in push order, as if it had never been
      * planned: its taken items at the front of the buffer, its re-offered preempted items, its
@@ -339,21 +330,34 @@ const deliverySetup = loopSetup.extend({
 /** The loop machine's setup, with every named action, guard and logic placeholder. @internal */
 export const turnLoopSetup = deliverySetup.extend({
   actions: {
-    /** Forgets the turn: its undelivered preempts found nothing to preempt. */
+    /**
+     * Forgets the turn: its undelivered preempts found nothing to preempt. Its params, if any,
+     * are more of the context to write in the same assign (each costs XState a snapshot copy).
+     */
     releaseTurn: loopSetup.createAction(
-      enqueueActions(({ context, enqueue }) => {
+      enqueueActions(({ context, enqueue }, params: unknown) => {
         const turn = context.turn;
         if (turn === undefined) return;
-        const bound = context.delayed.pending.filter((d) => d.turnId === turn.turnId);
-        const pushIds = [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
+        const also = params as Partial<TurnLoopContext> | undefined;
+        const { pending } = context.delayed;
+        const bound = pending.filter((d) => d.turnId === turn.turnId);
         for (const d of bound) enqueue.stopChild(`preempt-${d.id}`);
         enqueue.assign({
+          ...also,
           turn: undefined,
-          delayed: {
-            seq: context.delayed.seq,
-            pending: context.delayed.pending.filter((d) => d.turnId !== turn.turnId),
-          },
+          ...(bound.length === 0
+            ? {}
+            : {
+                delayed: {
+                  seq: context.delayed.seq,
+                  pending: pending.filter((d) => d.turnId !== turn.turnId),
+                },
+              }),
         });
+        const pushIds =
+          bound.length === 0
+            ? turn.waitingAcks
+            : [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
         if (pushIds.length > 0) enqueue({ type: 'settleAcks', params: pushIds });
       }),
     ),
@@ -440,13 +444,22 @@ export const turnLoopSetup = deliverySetup.extend({
       }),
     ),
 
-    /** The turn's run started: preempts parked while it planned are delivered now. */
+    /**
+     * The turn's run started with this plan: its remaining items go back to the front of the
+     * buffer, its dropped ones are reported, and preempts parked while it planned are delivered
+     * now. One assign: each costs XState a snapshot copy.
+     */
     recordRunStart: deliverySetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
         const turn = context.turn;
         if (event.type !== 'turn.started' || turn === undefined) return;
+        const { plan } = event;
+        context.dropped.push(...plan.dropped);
         enqueue.assign({
-          turn: { ...turn, phase: 'running', runId: event.runId, pendingPreempt: undefined },
+          turn: { ...turn, plan, phase: 'running', runId: event.runId, pendingPreempt: undefined },
+          ...(plan.remaining.length === 0
+            ? {}
+            : { buffer: [...plan.remaining, ...context.buffer] }),
         });
         if (turn.pendingPreempt !== undefined) {
           enqueue({

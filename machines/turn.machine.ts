@@ -188,9 +188,12 @@ export const turnMachine = turnSetup
     actions: {
       /** Tells the loop how the turn ended: the run's settlement, the handler's error, who cancelled. */
       reportEnding: turnSetup.createAction(
-        enqueueActions(({ context, enqueue, check }) => {
-          const settlement = context.settlement as RunSettlement;
-          const handled = context.handled as HandlerResult;
+        enqueueActions(({ context, event, enqueue, check }) => {
+          // Ending in the step the run settled in (no onAgentEvents), the event has both.
+          const ended =
+            event.type === 'run.settled' && event.handled !== undefined ? event : context;
+          const settlement = ended.settlement as RunSettlement;
+          const handled = ended.handled as HandlerResult;
           const cancelled = settlement.status === 'CANCELLED';
           const suspended = check('suspendedIt');
           const ending: TurnEnding = {
@@ -305,11 +308,8 @@ export const turnMachine = turnSetup
                 },
                 // No onAgentEvents: the default handler's answer came with the settlement, and
                 // the turn ends in this one microstep.
-                {
-                  guard: 'settledHandled',
-                  target: 'ended',
-                  actions: ['recordSettlement', 'reportEnding'],
-                },
+                // Nothing else reads the settlement then: it is not written to context.
+                { guard: 'settledHandled', target: 'ended', actions: 'reportEnding' },
                 {
                   target: 'handling',
                   actions: 'recordSettlement',
