@@ -446,8 +446,8 @@ export const turnLoopSetup = deliverySetup.extend({
 
     /**
      * The turn's run started with this plan: its remaining items go back to the front of the
-     * buffer, its dropped ones are reported, and preempts parked while it planned are delivered
-     * now. One assign: each costs XState a snapshot copy.
+     * buffer, its dropped ones are reported, planning is due again once it ends, and preempts
+     * parked while it planned are delivered now. One assign: each costs XState a snapshot copy.
      */
     recordRunStart: deliverySetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
@@ -457,6 +457,9 @@ export const turnLoopSetup = deliverySetup.extend({
         context.dropped.push(...plan.dropped);
         enqueue.assign({
           turn: { ...turn, plan, phase: 'running', runId: event.runId, pendingPreempt: undefined },
+          // A running turn always ends with planning due (endTurn): set now, a push while it
+          // runs writes nothing but the buffer (and takes the runtime's plain-push path).
+          needsPlanning: true,
           ...(plan.remaining.length === 0
             ? {}
             : { buffer: [...plan.remaining, ...context.buffer] }),
