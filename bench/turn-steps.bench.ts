@@ -24,13 +24,25 @@ interface Running {
   safePoint(): void;
 }
 
+/** Called as the counted turns begin and once they have run (an allocation profiler, say). */
+export interface CountedWindow {
+  begin(): void | Promise<void>;
+  end(): void | Promise<void>;
+}
+
 /**
  * `turns` preempted turns after `warmup` uncounted ones: with `inspected`, the events and actors
  * an inspector sees; without, the heap they allocate (an inspector allocates its own events).
  */
-async function preemptedTurns(turns: number, warmup: number, inspected: boolean) {
+export async function preemptedTurns(
+  turns: number,
+  warmup: number,
+  inspected: boolean,
+  window?: CountedWindow,
+) {
   let counting = false;
   const events = new Map<string, number>();
+  const microsteps = new Map<string, number>();
   let actors = 0;
   const inspect = (event: InspectionEvent) => {
     if (!counting) return;
@@ -38,6 +50,11 @@ async function preemptedTurns(turns: number, warmup: number, inspected: boolean)
     if (event.type === '@xstate.event') {
       const key = `${event.event.type}`;
       events.set(key, (events.get(key) ?? 0) + 1);
+    }
+    if (event.type === '@xstate.microstep') {
+      // By machine: the loop, its turn, the session, the run.
+      const key = (event.actorRef as unknown as { logic: { id: string } }).logic.id;
+      microsteps.set(key, (microsteps.get(key) ?? 0) + 1);
     }
   };
   const runtime = createRuntime(inspected ? { inspect } : {});
@@ -84,6 +101,7 @@ async function preemptedTurns(turns: number, warmup: number, inspected: boolean)
       gc?.();
       heapBefore = process.memoryUsage().heapUsed;
       cpuBefore = process.cpuUsage();
+      await window?.begin();
       measured = { from: performance.now(), to: Infinity };
       counting = true;
     }
@@ -94,6 +112,7 @@ async function preemptedTurns(turns: number, warmup: number, inspected: boolean)
   }
   const cpu = process.cpuUsage(cpuBefore);
   measured = { ...measured, to: performance.now() };
+  await window?.end();
   const cpuMs = (cpu.user + cpu.system) / 1000;
   const allocated = process.memoryUsage().heapUsed - heapBefore;
   counting = false;
@@ -101,19 +120,22 @@ async function preemptedTurns(turns: number, warmup: number, inspected: boolean)
   await loop.wait();
   await runtime.shutdown({ graceMs: 100 });
   collections.disconnect();
-  return { events, actors, allocated: collected > 0 ? undefined : allocated, cpuMs };
+  return { events, microsteps, actors, allocated: collected > 0 ? undefined : allocated, cpuMs };
 }
 
 /** Per preempted turn: macrosteps by event type, actors created, heap bytes allocated. */
 export async function turnSteps(turns: number, warmup: number) {
   const perTurn = (n: number) => +(n / turns).toFixed(2);
-  const { events, actors } = await preemptedTurns(turns, warmup, true);
+  const { events, microsteps, actors } = await preemptedTurns(turns, warmup, true);
   const { allocated, cpuMs } = await preemptedTurns(turns, warmup, false);
   const gc = (globalThis as { gc?: () => void }).gc;
   return {
     turns,
     eventsPerTurn: Object.fromEntries([...events].map(([type, n]) => [type, perTurn(n)])),
     macrostepsPerTurn: perTurn([...events.values()].reduce((a, b) => a + b, 0)),
+    /** XState microsteps (transitions taken, eventless ones included), by machine id. */
+    microstepsPerTurn: Object.fromEntries([...microsteps].map(([id, n]) => [id, perTurn(n)])),
+    microstepsTotalPerTurn: perTurn([...microsteps.values()].reduce((a, b) => a + b, 0)),
     actorsPerTurn: perTurn(actors),
     /** Heap allocated per turn; `undefined` without `--expose-gc` or if a collection ran. */
     heapBytesPerTurn:

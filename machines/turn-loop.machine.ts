@@ -51,8 +51,14 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { turnLoopSetup } from './turn-loop.setup.js';
-import type { LoopEnding, SaveCheckpointInput, TurnInput, TurnRecord } from './turn-loop.types.js';
+import { turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
+import type {
+  LoopEnding,
+  SaveCheckpointInput,
+  TurnInput,
+  TurnLoopContext,
+  TurnRecord,
+} from './turn-loop.types.js';
 
 /**
  * The TurnLoop machine definition. Bind it with {@link turnLoopMachine}`.provide({ actors,
@@ -92,43 +98,44 @@ export const turnLoopMachine = turnLoopSetup
           const turn = context.turn;
           if (event.type !== 'turn.ended' || turn?.plan === undefined) return;
           const { ending } = event;
-          const cancelled = ending.status === 'CANCELLED' && ending.cancelledBy !== 'handler';
-          const neverRan = cancelled && !ending.agentStarted;
+          const { cancelled, neverRan } = turnEndingEffect(ending, context.closed);
           // What a stop or an error leaves interrupted: the items an agent was working on.
           const interrupted = ending.status === 'CANCELLED' && !neverRan ? turn.plan.consumed : [];
           const agentState = neverRan ? undefined : (ending.agentState ?? turn.resume?.agentState);
-          const end = (cause: LoopEnding['cause'], reason: unknown) =>
-            enqueue.assign({ ending: { cause, reason, interrupted, agentState } });
+          // Written with the turn's release, in one assign.
+          const patch: { -readonly [K in keyof TurnLoopContext]?: TurnLoopContext[K] } = {
+            needsPlanning: true,
+          };
+          const end = (cause: LoopEnding['cause'], reason: unknown) => {
+            patch.ending = { cause, reason, interrupted, agentState };
+          };
           if (neverRan) enqueue('unplanTurn');
           if (ending.error !== undefined) {
             end('error', ending.error);
           } else if (ending.suspension !== undefined) {
             // The agent ended the turn asking for outside input: the loop exits with a mid-turn
             // checkpoint of the turn, whether or not a stop or a preempt was pending.
-            enqueue.assign({
-              ending: {
-                cause: 'suspend',
-                reason: 'suspended',
-                interrupted: turn.plan.consumed,
-                agentState: ending.agentState ?? turn.resume?.agentState,
-                suspension: ending.suspension,
-              },
-            });
+            patch.ending = {
+              cause: 'suspend',
+              reason: 'suspended',
+              interrupted: turn.plan.consumed,
+              agentState: ending.agentState ?? turn.resume?.agentState,
+              suspension: ending.suspension,
+            };
           } else if (cancelled) {
             if (context.closed) {
               // Nothing ran: a clean stop, the items are unhandled.
               end('stop', neverRan ? undefined : cancelReason(ending, context));
             } else if (ending.cancelledBy === 'preempt') {
               if (!neverRan && context.settings.requeuePreempted) {
-                enqueue.assign({ requeued: [...context.requeued, ...turn.plan.consumed] });
+                patch.requeued = [...context.requeued, ...turn.plan.consumed];
               }
             } else {
               // Cancelled by someone else (a direct cancel, a timeout, a runtime shutdown).
               end('error', cancelReason(ending, context));
             }
           }
-          enqueue.assign({ needsPlanning: true });
-          enqueue('releaseTurn');
+          enqueue({ type: 'releaseTurn', params: patch });
         }),
       ),
     },
@@ -243,7 +250,7 @@ export const turnLoopMachine = turnLoopSetup
                 on: {
                   'turn.started': {
                     target: 'running',
-                    actions: ['applyPlan', 'recordRunStart', 'cancelForStop'],
+                    actions: ['recordRunStart', 'cancelForStop'],
                   },
                   'turn.skipped': { target: '#turnLoop.loop.route', actions: 'applyEmptyPlan' },
                   'turn.failed': {
@@ -258,6 +265,14 @@ export const turnLoopMachine = turnLoopSetup
                     {
                       guard: 'loadedCheckpointUsed',
                       target: '#turnLoop.loop.discarding',
+                      actions: 'endTurn',
+                    },
+                    // The next turn at once, without a `route` microstep, when that is where
+                    // `route` would go.
+                    {
+                      guard: 'nextTurnFollows',
+                      target: '#turnLoop.loop.turn',
+                      reenter: true,
                       actions: 'endTurn',
                     },
                     { target: '#turnLoop.loop.route', actions: 'endTurn' },

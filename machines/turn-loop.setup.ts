@@ -22,12 +22,29 @@ import type {
   TurnLoopContext,
   TurnLoopEvent,
   TurnLoopInput,
+  TurnEnding,
   TurnRecord,
 } from './turn-loop.types.js';
 
 const hasWork = (context: TurnLoopContext): boolean =>
   context.resume !== undefined ||
   (context.needsPlanning && (context.buffer.length > 0 || context.requeued.length > 0));
+
+/**
+ * How a turn's ending leaves the loop (the rule `endTurn` applies): whether the loop's own
+ * preempt or stop cancelled the run, whether the agent never ran (the turn is unplanned), and
+ * whether the loop exits after it (an error, a suspension, a stop's cancel, or a cancel by
+ * someone else). @internal
+ */
+export function turnEndingEffect(ending: TurnEnding, closed: boolean) {
+  const cancelled = ending.status === 'CANCELLED' && ending.cancelledBy !== 'handler';
+  const neverRan = cancelled && !ending.agentStarted;
+  const exits =
+    ending.error !== undefined ||
+    ending.suspension !== undefined ||
+    (cancelled && (closed || ending.cancelledBy !== 'preempt'));
+  return { cancelled, neverRan, exits };
+}
 
 // ---- the machine --------------------------------------------------------------------------------
 
@@ -98,15 +115,6 @@ const loopSetup = setup({
         resume: undefined,
         needsPlanning: false,
       };
-    }),
-
-    /** The turn's run started with this plan: remaining items go back to the front of the buffer, dropped are reported. */
-    applyPlan: assign(({ context, event }) => {
-      const turn = context.turn;
-      if (turn === undefined || event.type !== 'turn.started') return {};
-      const { plan } = event;
-      context.dropped.push(...plan.dropped);
-      return { buffer: [...plan.remaining, ...context.buffer], turn: { ...turn, plan } };
     }),
 
     /**
@@ -227,6 +235,28 @@ const loopSetup = setup({
     hasStore: ({ context }) => context.settings.hasStore,
     endsLoop: ({ context }) => context.ending !== undefined,
     /**
+     * After this `turn.ended`, the loop plans its next turn at once: what `route` would decide
+     * once `endTurn` has run (no exit, work pending), known before it for a turn whose agent ran
+     * (its items are not unplanned). Saves the loop the `route` microstep between turns.
+     */
+    nextTurnFollows: ({ context, event }) => {
+      const turn = context.turn;
+      if (event.type !== 'turn.ended' || turn?.plan === undefined) return false;
+      if (context.ending !== undefined || context.closed) return false;
+      const { exits, neverRan } = turnEndingEffect(event.ending, context.closed);
+      if (exits || neverRan) return false;
+      const requeues =
+        event.ending.cancelledBy === 'preempt' &&
+        context.settings.requeuePreempted &&
+        turn.plan.consumed.length > 0;
+      return (
+        context.resume !== undefined ||
+        context.buffer.length > 0 ||
+        context.requeued.length > 0 ||
+        requeues
+      );
+    },
+    /**
      * A turn consumed its items (it finished, was preempted, or its handler ended it) while the
      * loaded checkpoint is still stored: the checkpoint is used up (mid-turn: the resume ran;
      * between-turns: its items are being consumed, the rest are in the buffer), and left in the
@@ -300,21 +330,34 @@ const deliverySetup = loopSetup.extend({
 /** The loop machine's setup, with every named action, guard and logic placeholder. @internal */
 export const turnLoopSetup = deliverySetup.extend({
   actions: {
-    /** Forgets the turn: its undelivered preempts found nothing to preempt. */
+    /**
+     * Forgets the turn: its undelivered preempts found nothing to preempt. Its params, if any,
+     * are more of the context to write in the same assign (each costs XState a snapshot copy).
+     */
     releaseTurn: loopSetup.createAction(
-      enqueueActions(({ context, enqueue }) => {
+      enqueueActions(({ context, enqueue }, params: unknown) => {
         const turn = context.turn;
         if (turn === undefined) return;
-        const bound = context.delayed.pending.filter((d) => d.turnId === turn.turnId);
-        const pushIds = [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
+        const also = params as Partial<TurnLoopContext> | undefined;
+        const { pending } = context.delayed;
+        const bound = pending.filter((d) => d.turnId === turn.turnId);
         for (const d of bound) enqueue.stopChild(`preempt-${d.id}`);
         enqueue.assign({
+          ...also,
           turn: undefined,
-          delayed: {
-            seq: context.delayed.seq,
-            pending: context.delayed.pending.filter((d) => d.turnId !== turn.turnId),
-          },
+          ...(bound.length === 0
+            ? {}
+            : {
+                delayed: {
+                  seq: context.delayed.seq,
+                  pending: pending.filter((d) => d.turnId !== turn.turnId),
+                },
+              }),
         });
+        const pushIds =
+          bound.length === 0
+            ? turn.waitingAcks
+            : [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
         if (pushIds.length > 0) enqueue({ type: 'settleAcks', params: pushIds });
       }),
     ),
@@ -401,13 +444,25 @@ export const turnLoopSetup = deliverySetup.extend({
       }),
     ),
 
-    /** The turn's run started: preempts parked while it planned are delivered now. */
+    /**
+     * The turn's run started with this plan: its remaining items go back to the front of the
+     * buffer, its dropped ones are reported, planning is due again once it ends, and preempts
+     * parked while it planned are delivered now. One assign: each costs XState a snapshot copy.
+     */
     recordRunStart: deliverySetup.createAction(
       enqueueActions(({ context, event, enqueue }) => {
         const turn = context.turn;
         if (event.type !== 'turn.started' || turn === undefined) return;
+        const { plan } = event;
+        context.dropped.push(...plan.dropped);
         enqueue.assign({
-          turn: { ...turn, phase: 'running', runId: event.runId, pendingPreempt: undefined },
+          turn: { ...turn, plan, phase: 'running', runId: event.runId, pendingPreempt: undefined },
+          // A running turn always ends with planning due (endTurn): set now, a push while it
+          // runs writes nothing but the buffer (and takes the runtime's plain-push path).
+          needsPlanning: true,
+          ...(plan.remaining.length === 0
+            ? {}
+            : { buffer: [...plan.remaining, ...context.buffer] }),
         });
         if (turn.pendingPreempt !== undefined) {
           enqueue({

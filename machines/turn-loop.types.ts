@@ -262,7 +262,7 @@ export interface TurnLoopContext {
   readonly turnSeq: number;
   readonly turn: TurnRecord | undefined;
   readonly resume: ResumeState | undefined;
-  /** Set by a push and at the end of a turn; cleared when a plan starts. */
+  /** Set by a push, when a turn's run starts and when it ends; cleared when a plan starts. */
   readonly needsPlanning: boolean;
   readonly stop: StopRequest | undefined;
   /** Mirrors the stop region being `committed`: the buffer takes no more pushes. */

@@ -4,11 +4,12 @@
  *
  * @remarks
  * Two parallel regions:
- * - `progress`: `planning → starting → running → handling | suspended → ended`. `planning` is
- *   genInput (or genResume), then prepareAgent (the entry action `planTurn`; the turn hears
- *   `turn.planned`); `starting` starts the run (`startRun`) and the loop hears `turn.started`,
- *   with the plan and the run id, in the same step. While `running`, the run executes
- *   (`followRun`, entry action, answers `run.settled`) and onAgentEvents reads its events
+ * - `progress`: `planning → running → handling | suspended → ended`. `planning` is genInput (or
+ *   genResume), then prepareAgent (the entry action `planTurn`; the turn hears `turn.planned`);
+ *   `turn.planned` starts the run (`startRun`) and the loop hears `turn.started`, with the plan
+ *   and the run id, in that one microstep (`announceStart`; a run that cannot start raises
+ *   `turn.start_failed`, and the turn fails). While `running`, the run executes
+ *   (`followRun`, answers `run.settled`) and onAgentEvents reads its events
  *   (`handleEvents`, spawned as `handler`, answers `handler.returned`); `handling` waits for
  *   onAgentEvents once the run has settled. Without onAgentEvents (guard `readsEvents`) no
  *   handler is spawned: `run.settled` carries the default handler's answer and the turn ends in
@@ -73,6 +74,8 @@ export type TurnEvent =
   | { type: 'turn.planned'; plan: TurnPlan }
   /** genInput, genResume or prepareAgent threw. */
   | { type: 'turn.plan_failed'; error: unknown }
+  /** Raised: the planned run could not start (`startError`). */
+  | { type: 'turn.start_failed' }
   /**
    * The run settled. `handled` is set when no onAgentEvents reads the run's events: the default
    * handler's answer, known from the settlement, so the turn ends in this one step.
@@ -124,11 +127,14 @@ const turnSetup = setup({
      * the turn (and cancels the run if it has not ended).
      */
     followRun: (_, _run: { turnId: string; runId: string }) => undefined,
-    /** Placeholder (an `assign` the runtime replaces): starts the run, writing `runId` or `startError`. */
-    startRun: assign(({ context }) => ({
-      runId: `run-${context.input.turnId}`,
-      startError: undefined,
-    })),
+    /**
+     * Placeholder (an `assign` the runtime replaces): on `turn.planned`, starts the run with the
+     * event's plan, writing the plan and `runId`, or `startError`.
+     */
+    startRun: assign(({ context, event }) => {
+      if (event.type !== 'turn.planned') return {};
+      return { plan: event.plan, runId: `run-${context.input.turnId}`, startError: undefined };
+    }),
     /**
      * Placeholder (an `assign` the runtime replaces): sends the command's request to the run and
      * records whether it contributed. Here every cancel contributes.
@@ -157,7 +163,6 @@ const turnSetup = setup({
     readsEvents: () => true,
     consumedNothing: ({ event }) =>
       event.type === 'turn.planned' && event.plan.consumed.length === 0,
-    startFailed: ({ context }) => context.runId === undefined,
     landed: ({ context }, by: TurnCanceller) =>
       context.lastCancel?.contributed === true && context.lastCancel.by === by,
     runSettled: ({ context }) => context.settlement !== undefined,
@@ -183,9 +188,12 @@ export const turnMachine = turnSetup
     actions: {
       /** Tells the loop how the turn ended: the run's settlement, the handler's error, who cancelled. */
       reportEnding: turnSetup.createAction(
-        enqueueActions(({ context, enqueue, check }) => {
-          const settlement = context.settlement as RunSettlement;
-          const handled = context.handled as HandlerResult;
+        enqueueActions(({ context, event, enqueue, check }) => {
+          // Ending in the step the run settled in (no onAgentEvents), the event has both.
+          const ended =
+            event.type === 'run.settled' && event.handled !== undefined ? event : context;
+          const settlement = ended.settlement as RunSettlement;
+          const handled = ended.handled as HandlerResult;
           const cancelled = settlement.status === 'CANCELLED';
           const suspended = check('suspendedIt');
           const ending: TurnEnding = {
@@ -215,6 +223,31 @@ export const turnMachine = turnSetup
           };
           enqueue({ type: 'forgetTurn', params: context.input.turnId });
           enqueue.sendParent({ type: 'turn.ended', turnId: context.input.turnId, ending });
+        }),
+      ),
+      /**
+       * The run has started (`startRun`, in this step): the loop hears it with the plan, the turn
+       * follows the run, and onAgentEvents (if any) reads its events. A run that could not start
+       * raises `turn.start_failed` instead.
+       */
+      announceStart: turnSetup.createAction(
+        enqueueActions(({ context, enqueue, check }) => {
+          const { turnId } = context.input;
+          const runId = context.runId;
+          if (runId === undefined) {
+            enqueue.raise({ type: 'turn.start_failed' });
+            return;
+          }
+          enqueue.sendParent({
+            type: 'turn.started',
+            turnId,
+            runId,
+            plan: context.plan as TurnPlan,
+          });
+          enqueue({ type: 'followRun', params: { turnId, runId } });
+          if (check('readsEvents')) {
+            enqueue.spawnChild('handleEvents', { id: 'handler', input: { turnId, runId } });
+          }
         }),
       ),
       /** Planning failed (genInput, genResume or prepareAgent threw) or the run did not start. */
@@ -257,46 +290,16 @@ export const turnMachine = turnSetup
                     plan: event.plan,
                   })),
                 },
-                { target: 'starting', actions: assign(({ event }) => ({ plan: event.plan })) },
+                // The run starts, and the loop hears it with the plan, in this one step.
+                { target: 'running', actions: ['startRun', 'announceStart'] },
               ],
               'turn.plan_failed': { target: 'ended', actions: 'reportFailure' },
             },
           },
-          /** The run starts, and the loop hears it with the plan, in this one step. */
-          starting: {
-            entry: 'startRun',
-            always: [
-              { guard: 'startFailed', target: 'ended', actions: 'reportFailure' },
-              {
-                target: 'running',
-                actions: [
-                  sendParent(({ context }): TurnLoopEvent => ({
-                    type: 'turn.started',
-                    turnId: context.input.turnId,
-                    runId: context.runId as string,
-                    plan: context.plan as TurnPlan,
-                  })),
-                  enqueueActions(({ context, enqueue, check }) => {
-                    if (!check('readsEvents')) return;
-                    enqueue.spawnChild('handleEvents', {
-                      id: 'handler',
-                      input: { turnId: context.input.turnId, runId: context.runId as string },
-                    });
-                  }),
-                ],
-              },
-            ],
-          },
           /** The run executes; onAgentEvents reads its events. */
           running: {
-            entry: {
-              type: 'followRun',
-              params: ({ context }) => ({
-                turnId: context.input.turnId,
-                runId: context.runId as string,
-              }),
-            },
             on: {
+              'turn.start_failed': { target: 'ended', actions: 'reportFailure' },
               'run.settled': [
                 {
                   guard: 'agentSuspended',
@@ -305,11 +308,8 @@ export const turnMachine = turnSetup
                 },
                 // No onAgentEvents: the default handler's answer came with the settlement, and
                 // the turn ends in this one microstep.
-                {
-                  guard: 'settledHandled',
-                  target: 'ended',
-                  actions: ['recordSettlement', 'reportEnding'],
-                },
+                // Nothing else reads the settlement then: it is not written to context.
+                { guard: 'settledHandled', target: 'ended', actions: 'reportEnding' },
                 {
                   target: 'handling',
                   actions: 'recordSettlement',

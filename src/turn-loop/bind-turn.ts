@@ -333,10 +333,12 @@ export function bindTurn<TItem, TInput>(
           });
         });
       },
-      startRun: assign(({ context }) => {
+      // On `turn.planned`: writes the plan with the run's start (or why it could not start).
+      startRun: assign(({ context, event }) => {
+        if (event.type !== 'turn.planned') return {};
         const { turnId } = context.input;
         const host = hostOf(turnId);
-        const plan = context.plan as TurnPlan;
+        const { plan } = event;
         let run: AgentRun<unknown> | undefined;
         try {
           const { itemIdOf } = config;
@@ -358,7 +360,7 @@ export function bindTurn<TItem, TInput>(
           if (run !== undefined && !terminalRunStatuses.has(run.status)) {
             cancelNow(run, 'its turn could not start');
           }
-          return { runId: undefined, startError: error };
+          return { plan, runId: undefined, startError: error };
         }
         const started = run;
         spans.started(turnId, started.id, plan.consumed.length);
@@ -377,7 +379,7 @@ export function bindTurn<TItem, TInput>(
             return stopCause();
           },
         };
-        return { runId: started.id, startError: undefined };
+        return { plan, runId: started.id, startError: undefined };
       }),
       // The turn knows its run by id, through the runtime: a settled run is no longer found.
       cancelRun: assign(({ context, event }) => {

@@ -77,4 +77,44 @@ describe('TurnLoop turn steps', () => {
     loop.stop();
     expect((await loop.wait()).exitReason).toBeUndefined();
   });
+
+  it('a run the runtime refuses to start fails its turn: the loop ends with that error, no turn.started, items back in order', async () => {
+    const loopEvents: string[] = [];
+    const inspect = (event: InspectionEvent) => {
+      if (event.type === '@xstate.event' && event.event.type.startsWith('turn.')) {
+        loopEvents.push(event.event.type);
+      }
+    };
+    // An empty item id is refused by runtime.prepare (INVALID_ARGUMENT), after planning.
+    const { loop, stepped } = createTestLoop({ inspect, itemIdOf: () => '' });
+    loop.push('a');
+    loop.push('b');
+    loop.run();
+    const exit = await loop.wait();
+    expect(exit.exitReason).toMatchObject({ code: 'INVALID_ARGUMENT', field: 'itemIds.0' });
+    expect(exit.unhandledItems).toEqual(['a', 'b']);
+    expect(stepped.executions).toHaveLength(0);
+    expect(loopEvents).toContain('turn.failed');
+    expect(loopEvents).not.toContain('turn.started');
+  });
+
+  it('a preempted turn ends straight into the next: the loop passes no route state between them', async () => {
+    const loopStates: unknown[] = [];
+    const inspect = (event: InspectionEvent) => {
+      if (event.type !== '@xstate.microstep') return;
+      const snapshot = event.snapshot as unknown as { machine?: { id: string }; value: unknown };
+      if (snapshot.machine?.id === 'turnLoop') loopStates.push(snapshot.value);
+    };
+    for (const requeuePreempted of [false, true]) {
+      loopStates.length = 0;
+      const { loop, stepped } = createTestLoop({ inspect, requeuePreempted });
+      await preemptIntoTurnTwo(loop, stepped);
+      const loopValues = loopStates.map((value) => (value as { loop: unknown }).loop);
+      // Once for the first turn (run() routes to it), never between turn 1 and turn 2.
+      expect(loopValues.filter((value) => value === 'route')).toHaveLength(1);
+      stepped.last().finish();
+      loop.stop();
+      expect((await loop.wait()).exitReason).toBeUndefined();
+    }
+  });
 });
