@@ -119,11 +119,13 @@ export async function readLiveState(
 
 /**
  * @internal A run's status as its holder knows it: a terminal status is the record's; else
- * `RUNNING` for the active run, `QUEUED` for a queued one, the record's otherwise.
+ * `RUNNING` for the active run, `QUEUED` for a queued one, and `QUEUED` for an unfinished run
+ * the live state does not name (a drained instance handed it on, unstarted, and its next holder
+ * has not written the live state yet; the record itself stays `CREATED` until the run ends).
  */
 export function toLiveRunStatus(record: RunRecord, live: LiveSessionState): RunStatus {
   if (terminalRunStatuses.has(record.status)) return record.status;
   if (live.active_run_id === record.runId) return 'RUNNING';
   if (live.queued_run_ids.includes(record.runId)) return 'QUEUED';
-  return record.status;
+  return record.status === 'CREATED' ? 'QUEUED' : record.status;
 }
