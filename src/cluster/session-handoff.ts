@@ -20,12 +20,14 @@
  * @internal
  */
 import { terminalRunStatuses, type RunStatus } from '../../machines/run.machine.js';
+import type { Clock } from '../clock.js';
 import { StaleFenceError } from '../errors.js';
 import type { EventLog, NewEvent, RunplaneEvent, SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { RunRecord, RunRecordOutcome, RunRecords } from '../stores/run-records.js';
 import type { SessionRecords } from '../stores/session-records.js';
 import type { Service } from '../server/service-app.js';
+import type { SessionAccess, SessionCommand } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
 
 /** The run record field of a cancel accepted while the run was live (JSON `{reason, at}`). */
@@ -254,4 +256,58 @@ export async function abandonSession(deps: HandoffDeps, key: SessionKey): Promis
   for (const runId of live) filter.detach(runId);
   handle.cancelAll({ includeActive: true });
   await deps.service().loopSessions.abandon(key);
+}
+
+/** A run id and the reason of each `user.interrupt` a command's answer accepted. */
+function acceptedCancels(command: SessionCommand, answer: unknown) {
+  if (command.type !== 'session.apply_events') return [];
+  const results = (answer as { results?: ReadonlyArray<Record<string, unknown>> }).results ?? [];
+  return command.events.flatMap((event, index) => {
+    const result = results[index];
+    if (event.type !== 'user.interrupt' || result?.result !== 'accepted') return [];
+    if (typeof result.run_id !== 'string') return [];
+    const mode = (event.payload as { mode?: string } | undefined)?.mode;
+    if (mode === 'interrupt') return []; // an interrupt ends the run as COMPLETED
+    const reason = event.payload?.reason ?? 'user.interrupt';
+    return [{ runId: result.run_id, reason }];
+  });
+}
+
+/**
+ * @internal The local access of a cluster instance, as the cluster's access wraps it: a cancel
+ * accepted while its run is live is written on the run's record (`cancelRequest`) in the same
+ * batch as the command's effect, so a next holder ends the run CANCELLED, not `owner_lost`; a
+ * deleted session's lease is released once the delete answered (its runs have settled, and the
+ * purge waits for the lease).
+ *
+ * @param local - the single-instance access over this instance's runtime
+ * @param cluster - this instance
+ * @param clock - the runtime's clock (`at` of the cancel request, ms)
+ */
+export function toHandoffAccess(
+  local: SessionAccess,
+  cluster: ClusterInstance,
+  clock: Clock,
+): SessionAccess {
+  return {
+    ...local,
+    execute: (async (command: SessionCommand) => {
+      const answer = await local.execute(command);
+      const key = { ownerId: command.ownerId, sessionId: command.sessionId };
+      if (command.type === 'session.delete') {
+        void cluster.flushed(key).then(
+          () => cluster.release(key),
+          () => undefined,
+        );
+      }
+      for (const { runId, reason } of acceptedCancels(command, answer)) {
+        cluster.write(key, {
+          op: 'run.merge',
+          runId,
+          fields: { [cancelRequestField]: { reason, at: clock.now() } },
+        });
+      }
+      return answer;
+    }) as SessionAccess['execute'],
+  };
 }
