@@ -44,6 +44,11 @@ export interface HandoffFilter {
   readonly runs: RunRecords;
   /** From now on the run's writes are refused (`STALE_FENCE`): its session moves on without it. */
   detach(runId: string): void;
+  /**
+   * The run's writes go through again: this instance took its session back, its detached run
+   * here has ended, and the rebuild marks or requeues it under the new fence.
+   */
+  reattach(runId: string): void;
   /** The run's queueing (`run.status` to QUEUED, `session.run_queued`) is already logged: skip it once. */
   requeued(runId: string): void;
 }
@@ -104,6 +109,7 @@ export function createHandoffFilter(eventLog: EventLog, runs: RunRecords): Hando
     eventLog: filtered,
     runs: guardedRuns,
     detach: (runId) => void detached.add(runId),
+    reattach: (runId) => void detached.delete(runId),
     requeued: (runId) =>
       void skips.set(runId, new Set(['run.status:QUEUED', 'session.run_queued'])),
   };
@@ -163,6 +169,8 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
   for (const record of records) {
     const live = runtime.runs.find(key.ownerId, key.sessionId, record.runId);
     if (live !== undefined) await live.termination.catch(() => undefined);
+    // Detached when this instance lost the session before: the new fence's writes are its own.
+    deps.filter.reattach(record.runId);
   }
   const logged = await runtime.eventLog.read({}, key, { types: runEndTypes });
   const lastStatus = new Map<string, RunStatus>();
