@@ -4,7 +4,7 @@
  * and the cluster's session access each, wired with the failover policy `mark` as `runplane
  * serve --redis` wires it) against one real private Redis, one session, random steps: a
  * `user.message` sent on a node (strategy enqueue), a `user.interrupt {run_id}` of a known run
- * on a node, a node's agent finishing its run, a node dying (its lease expires in Redis), the
+ * on a node (immediate or at a safe point), a node's agent finishing its run, a node dying (its lease expires in Redis), the
  * holder paused past its lease (it keeps believing it holds) and woken (a renew, or its local
  * deadline). After every step, once the nodes are quiet, Redis and the nodes must show:
  * - one writer: only the holder of the latest fence has the session in its mirror (a paused
@@ -12,7 +12,8 @@
  * - at most one run RUNNING in the log's replay;
  * - the log equals the state: each run's `run.status` events are a path of the run machine
  *   (CREATED → QUEUED → RUNNING → one terminal), `seq` is gap-free, a finished record agrees;
- * - a cancel affects only its run, and a cancel accepted ends its run CANCELLED;
+ * - a cancel affects only its run; an immediate cancel accepted ends its run CANCELLED, and a
+ *   safe-point cancel accepted (pending while the run goes on) never lets it end `owner_lost`;
  * - no event written under a fence lands after a newer fence was granted (the Stream against
  *   the grants' order), and a paused node's writes are refused;
  * - accepted means durable: every run a `user.message` answer accepted is in Redis's log.
@@ -29,7 +30,6 @@ import { createScriptedAgent, resolveRaceRuns } from '../../src/testing/index.js
 import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster, type ClusterScene } from './cluster-helpers.js';
 import {
-  cancelCommand,
   createCommand,
   messageCommand,
   runIdOf,
@@ -41,9 +41,20 @@ const key: SessionKey = { ownerId: 'alice', sessionId: 's1' };
 const names = ['A', 'B', 'C'];
 const ttlMs = 60_000; // leases expire only when a step makes them
 
+/** An immediate cancel, or one at the agent's next safe point (pending while the run goes on). */
+type CancelMode = 'immediate' | 'any_safe_point';
+
+/** A `user.interrupt` of `runId` in `mode`. */
+const interruptCommand = (runId: string, mode: CancelMode) =>
+  ({
+    type: 'session.apply_events',
+    ...key,
+    events: [{ type: 'user.interrupt', payload: { run_id: runId, mode } }],
+  }) as const;
+
 type Step =
   | { kind: 'send'; node: number }
-  | { kind: 'interrupt'; node: number; run: number }
+  | { kind: 'interrupt'; node: number; run: number; mode: CancelMode }
   | { kind: 'finish'; node: number }
   | { kind: 'die'; node: number }
   | { kind: 'pause' }
@@ -52,7 +63,7 @@ type Step =
 /** A step as the counterexample prints it: `send on B`, `interrupt run#2 on C`, … */
 const label = (step: Step): string => {
   const on = 'node' in step ? ` on ${names[step.node]}` : '';
-  if (step.kind === 'interrupt') return `interrupt run#${step.run}${on}`;
+  if (step.kind === 'interrupt') return `interrupt run#${step.run} (${step.mode})${on}`;
   if (step.kind === 'wake') return `wake the paused holder (${step.via})`;
   if (step.kind === 'pause') return 'pause the holder past its lease';
   return `${step.kind}${on}`;
@@ -69,6 +80,7 @@ const step: fc.Arbitrary<Step> = fc
         kind: fc.constant('interrupt' as const),
         node,
         run: fc.nat({ max: 15 }),
+        mode: fc.constantFrom('immediate' as const, 'any_safe_point' as const),
       }),
     },
     { weight: 4, arbitrary: fc.record({ kind: fc.constant('finish' as const), node }) },
@@ -132,7 +144,7 @@ const regressions: Step[][] = [
     { kind: 'send', node: 0 },
     { kind: 'pause' },
     { kind: 'send', node: 0 },
-    { kind: 'interrupt', node: 0, run: 0 },
+    { kind: 'interrupt', node: 0, run: 0, mode: 'immediate' },
   ],
 ].map((schedule) => schedule.map((s) => named(s as Step)));
 
@@ -184,7 +196,7 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
     const schedule: Step[] = [
       { kind: 'pause' },
       { kind: 'send', node: 1 },
-      { kind: 'interrupt', node: 0, run: 0 },
+      { kind: 'interrupt', node: 0, run: 0, mode: 'immediate' },
     ];
     await expect(runSchedule(schedule.map(named), () => undefined, true)).rejects.toThrow(
       /\[paused-holder-answered\].*"result":"not_found"/,
@@ -209,7 +221,8 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
     const state: Array<'alive' | 'dead' | 'paused'> = names.map(() => 'alive');
     const known: string[] = [];
     const namedRuns = new Set<string>(); // runs some interrupt step named
-    const cancelAccepted = new Set<string>();
+    const cancelAccepted = new Set<string>(); // immediate: the run ends CANCELLED
+    const cancelPending = new Set<string>(); // at a safe point: never FAILED (owner_lost)
     let lastFence = 0;
     await Promise.all(nodes.map((n) => n.access.ready));
     await nodes[0]!.access.execute(createCommand(key));
@@ -252,17 +265,17 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
             state[i] = 'alive';
           }
           if (state[i] === 'paused') {
-            await pausedAnswer(n!, cancelCommand(key, runId), label(st));
+            await pausedAnswer(n!, interruptCommand(runId, st.mode), label(st));
             state[i] = 'alive';
             break;
           }
-          const answer = await n!.access.execute(cancelCommand(key, runId));
+          const answer = await n!.access.execute(interruptCommand(runId, st.mode));
           const result = answer.results[0]?.result;
           const was = before.last.get(runId);
           if (result === 'accepted') {
             if (was !== undefined && rank[was] === 3)
               broken('cancel-of-ended-accepted', { runId, was });
-            cancelAccepted.add(runId);
+            (st.mode === 'immediate' ? cancelAccepted : cancelPending).add(runId);
           } else if (result !== 'ended') {
             broken('cancel-of-known-run', { runId, result });
           }
@@ -313,6 +326,7 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
         known,
         named: namedRuns,
         cancelAccepted,
+        cancelPending,
       });
     }
   }
@@ -385,7 +399,12 @@ async function check(
   nodes: ClusterNode[],
   state: string[],
   lastFence: number,
-  seen: { known: string[]; named: Set<string>; cancelAccepted: Set<string> },
+  seen: {
+    known: string[];
+    named: Set<string>;
+    cancelAccepted: Set<string>;
+    cancelPending: Set<string>;
+  },
 ): Promise<number> {
   const [fenceText, lease, seqText] = await scene.admin.mget(
     scene.keys.fence,
@@ -444,6 +463,10 @@ async function check(
     if (last.get(runId) !== 'CANCELLED') {
       broken('accepted-cancel-ends-cancelled', { runId, status: last.get(runId) });
     }
+  }
+  // A safe-point cancel pending when its holder was lost ends the run CANCELLED, not owner_lost.
+  for (const runId of seen.cancelPending) {
+    if (last.get(runId) === 'FAILED') broken('pending-cancel-not-lost', { runId });
   }
 
   // A finished record agrees with the log.
