@@ -4,9 +4,9 @@
  * and the cluster's session access each, wired with the failover policy `mark` as `runplane
  * serve --redis` wires it) against one real private Redis, one session, random steps: a
  * `user.message` sent on a node (strategy enqueue), a `user.interrupt {run_id}` of a known run
- * on a node (immediate or at a safe point), a node's agent finishing its run, a node dying (its lease expires in Redis), the
- * holder paused past its lease (it keeps believing it holds) and woken (a renew, or its local
- * deadline). After every step, once the nodes are quiet, Redis and the nodes must show:
+ * on a node (immediate or at a safe point), a node's agent finishing its run, a node dying (its
+ * lease expires in Redis), the holder paused past its lease (it keeps believing it holds) and
+ * woken (a renew, or its local deadline). After every step, once the nodes are quiet, Redis and the nodes must show:
  * - one writer: only the holder of the latest fence has the session in its mirror (a paused
  *   node may still believe in an older one, never a newer one), and fences only grow;
  * - at most one run RUNNING in the log's replay;
@@ -19,7 +19,9 @@
  * - accepted means durable: every run a `user.message` answer accepted is in Redis's log.
  *
  * Leases expire only when a step makes them (a long TTL, then `PEXPIRE` and a poll of Redis);
- * the nodes' clocks are simulated and move only in the `wake` step.
+ * the nodes' clocks are simulated and move only when a paused node wakes (its deadline). A
+ * paused node's writes (a message, its agent finishing) reach Redis and are refused there; an
+ * interrupt on it first lets its overdue deadline fire (see the known gap below).
  */
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
