@@ -14,7 +14,7 @@ import type { SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { ServeStores } from '../server/serve-stores.js';
 import type { Service } from '../server/service-app.js';
-import type { SessionAccess, SessionCommand } from '../server/session-access.js';
+import type { SessionAccess } from '../server/session-access.js';
 import { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 import { createClusterInstance, type ClusterInstance } from './cluster-instance.js';
 import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
@@ -29,10 +29,10 @@ import { createRedisSessionStore } from './redis-session-store.js';
 import { startSessionWatch, type SessionWatch } from './session-watch.js';
 import {
   abandonSession,
-  cancelRequestField,
   createHandoffFilter,
   detachRun,
   rebuildSession,
+  toHandoffAccess,
   type HandoffDeps,
 } from './session-handoff.js';
 
@@ -93,21 +93,6 @@ async function connect(url: string): Promise<Redis> {
     );
   }
   return redis;
-}
-
-/** A run id and the reason of each `user.interrupt` a command's answer accepted. */
-function acceptedCancels(command: SessionCommand, answer: unknown) {
-  if (command.type !== 'session.apply_events') return [];
-  const results = (answer as { results?: ReadonlyArray<Record<string, unknown>> }).results ?? [];
-  return command.events.flatMap((event, index) => {
-    const result = results[index];
-    if (event.type !== 'user.interrupt' || result?.result !== 'accepted') return [];
-    if (typeof result.run_id !== 'string') return [];
-    const mode = (event.payload as { mode?: string } | undefined)?.mode;
-    if (mode === 'interrupt') return []; // an interrupt ends the run as COMPLETED
-    const reason = event.payload?.reason ?? 'user.interrupt';
-    return [{ runId: result.run_id, reason }];
-  });
 }
 
 /**
@@ -171,32 +156,7 @@ export async function openRedisServeStores(
         reportError: options.reportError,
       };
       deps = handoff;
-      // A cancel accepted while its run is live is written on the run's record, in the same
-      // batch as the command's effect: a next holder ends the run CANCELLED, not owner_lost.
-      const recording: SessionAccess = {
-        ...local,
-        execute: (async (command: SessionCommand) => {
-          const answer = await local.execute(command);
-          const key = { ownerId: command.ownerId, sessionId: command.sessionId };
-          // Its runs have settled: nothing is left to drive, and the purge waits for the lease.
-          if (command.type === 'session.delete') {
-            void cluster.flushed(key).then(
-              () => cluster.release(key),
-              () => undefined,
-            );
-          }
-          for (const { runId, reason } of acceptedCancels(command, answer)) {
-            // Only a recorded run (a nested run has no record: a merge would make a partial one).
-            if (runs.get(command.ownerId, runId) === undefined) continue;
-            cluster.write(key, {
-              op: 'run.merge',
-              runId,
-              fields: { [cancelRequestField]: { reason, at: runtime.clock.now() } },
-            });
-          }
-          return answer;
-        }) as SessionAccess['execute'],
-      };
+      const recording = toHandoffAccess(local, cluster, runs, runtime.clock);
       access = createClusterSessionAccess({
         cluster,
         local: recording,

@@ -20,12 +20,14 @@
  * @internal
  */
 import { terminalRunStatuses, type RunStatus } from '../../machines/run.machine.js';
+import type { Clock } from '../clock.js';
 import { StaleFenceError } from '../errors.js';
 import type { EventLog, NewEvent, RunplaneEvent, SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { RunRecord, RunRecordOutcome, RunRecords } from '../stores/run-records.js';
 import type { SessionRecords } from '../stores/session-records.js';
 import type { Service } from '../server/service-app.js';
+import type { SessionAccess, SessionCommand } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
 
 /** The run record field of a cancel accepted while the run was live (JSON `{reason, at}`). */
@@ -45,6 +47,11 @@ export interface HandoffFilter {
    * The run is forgotten once `settled` has and its last writes were refused.
    */
   detach(runId: string, settled: Promise<unknown>): void;
+  /**
+   * The run's writes go through again: this instance took its session back, its detached run
+   * here has ended, and the rebuild marks or requeues it under the new fence.
+   */
+  reattach(runId: string): void;
   /** The run's queueing (`run.status` to QUEUED, `session.run_queued`) is already logged: skip it once. */
   requeued(runId: string): void;
 }
@@ -112,6 +119,7 @@ export function createHandoffFilter(eventLog: EventLog, runs: RunRecords): Hando
         () => detached.delete(runId),
       );
     },
+    reattach: (runId) => void detached.delete(runId),
     requeued: (runId) =>
       void skips.set(runId, new Set(['run.status:QUEUED', 'session.run_queued'])),
   };
@@ -171,6 +179,8 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
   for (const record of records) {
     const live = runtime.runs.find(key.ownerId, key.sessionId, record.runId);
     if (live !== undefined) await live.termination.catch(() => undefined);
+    // Detached when this instance lost the session before: the new fence's writes are its own.
+    deps.filter.reattach(record.runId);
   }
   const logged = await runtime.eventLog.read({}, key, { types: runEndTypes });
   const lastStatus = new Map<string, RunStatus>();
@@ -274,4 +284,61 @@ export async function abandonSession(deps: HandoffDeps, key: SessionKey): Promis
   for (const runId of live) detachRun(deps, key, runId);
   handle.cancelAll({ includeActive: true });
   await deps.service().loopSessions.abandon(key);
+}
+
+/** A run id and the reason of each `user.interrupt` a command's answer accepted. */
+function acceptedCancels(command: SessionCommand, answer: unknown) {
+  if (command.type !== 'session.apply_events') return [];
+  const results = (answer as { results?: ReadonlyArray<Record<string, unknown>> }).results ?? [];
+  return command.events.flatMap((event, index) => {
+    const result = results[index];
+    if (event.type !== 'user.interrupt' || result?.result !== 'accepted') return [];
+    if (typeof result.run_id !== 'string') return [];
+    const mode = (event.payload as { mode?: string } | undefined)?.mode;
+    if (mode === 'interrupt') return []; // an interrupt ends the run as COMPLETED
+    const reason = event.payload?.reason ?? 'user.interrupt';
+    return [{ runId: result.run_id, reason }];
+  });
+}
+
+/**
+ * @internal The local access of a cluster instance, as the cluster's access wraps it: a cancel
+ * accepted while its run is live is written on the run's record (`cancelRequest`) in the same
+ * batch as the command's effect, so a next holder ends the run CANCELLED, not `owner_lost`; a
+ * deleted session's lease is released once the delete answered (its runs have settled, and the
+ * purge waits for the lease).
+ *
+ * @param local - the single-instance access over this instance's runtime
+ * @param cluster - this instance
+ * @param clock - the runtime's clock (`at` of the cancel request, ms)
+ */
+export function toHandoffAccess(
+  local: SessionAccess,
+  cluster: ClusterInstance,
+  runs: Pick<RunRecords, 'get'>,
+  clock: Clock,
+): SessionAccess {
+  return {
+    ...local,
+    execute: (async (command: SessionCommand) => {
+      const answer = await local.execute(command);
+      const key = { ownerId: command.ownerId, sessionId: command.sessionId };
+      if (command.type === 'session.delete') {
+        void cluster.flushed(key).then(
+          () => cluster.release(key),
+          () => undefined,
+        );
+      }
+      for (const { runId, reason } of acceptedCancels(command, answer)) {
+        // Only a recorded run (a nested run has no record: a merge would make a partial one).
+        if (runs.get(command.ownerId, runId) === undefined) continue;
+        cluster.write(key, {
+          op: 'run.merge',
+          runId,
+          fields: { [cancelRequestField]: { reason, at: clock.now() } },
+        });
+      }
+      return answer;
+    }) as SessionAccess['execute'],
+  };
 }

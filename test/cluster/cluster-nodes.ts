@@ -19,7 +19,14 @@ import {
 } from '../../src/cluster/cluster-session-access.js';
 import { createRedisRunRecords } from '../../src/cluster/redis-run-records.js';
 import { createRedisSessionRecords } from '../../src/cluster/redis-session-records.js';
-import type { SessionKey } from '../../src/events/event-log.js';
+import {
+  abandonSession,
+  createHandoffFilter,
+  rebuildSession,
+  toHandoffAccess,
+  type HandoffDeps,
+} from '../../src/cluster/session-handoff.js';
+import type { EventLog, RunplaneEvent, SessionKey } from '../../src/events/event-log.js';
 import type { Agent } from '../../src/run/agent.js';
 import { createRuntime } from '../../src/runtime/create-runtime.js';
 import type { Runtime } from '../../src/runtime/runtime-types.js';
@@ -40,6 +47,14 @@ export interface ClusterNode {
   readonly clock: SimulatedClock;
   /** The inputs the agent started with on this node, in order. */
   readonly started: string[];
+  /** Every event this node's runtime appended (Redis may have refused it), with the fence held then. */
+  readonly appended: Array<{ readonly fence: number | undefined; readonly event: RunplaneEvent }>;
+  /** Each time this node took a session (with `failover`): its fence and the `seq` Redis held then. */
+  readonly grants: Array<{
+    readonly key: SessionKey;
+    readonly fence: number;
+    readonly seq: number;
+  }>;
   /** Stops the access and the instance without releasing leases (they expire in Redis). */
   die(): Promise<void>;
 }
@@ -54,6 +69,29 @@ export interface NodeOptions {
   readonly agent?: Agent<string, unknown>;
   /** The runtime's global slot bound (`maxConcurrentRuns`). @default unlimited */
   readonly maxConcurrentRuns?: number;
+  /**
+   * Wires the session handoff as `runplane serve --redis` does (`serve-cluster.ts`): taking a
+   * session rebuilds it (`rebuildSession`, the failover policy `mark`), losing one abandons it
+   * (`abandonSession`), the runtime writes through the handoff filter and accepted cancels are
+   * recorded on their runs. @default undefined (no rebuild: the session records load as they are)
+   */
+  readonly failover?: 'mark';
+}
+
+/** The event log `log`, recording each append that it took with the fence held at the time. */
+function recordingLog(
+  log: EventLog,
+  fenceOf: (key: SessionKey) => number | undefined,
+  appended: ClusterNode['appended'],
+): EventLog {
+  const recording: EventLog = Object.create(log) as EventLog;
+  recording.append = (ctx, key, event) => {
+    const fence = fenceOf(key);
+    const logged = log.append(ctx, key, event);
+    appended.push({ fence, event: logged });
+    return logged;
+  };
+  return recording;
 }
 
 /**
@@ -76,38 +114,82 @@ const blockingAgent = (started: string[]): Agent<string, unknown> => ({
 /** Call inside a `describe`: nodes are closed after each test and their files removed. */
 export function useClusterNodes() {
   const cleanups: Array<() => Promise<void> | void> = [];
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
+  afterEach(() => closeAll());
 
-  return (scene: ClusterScene, instanceId: string, options: NodeOptions = {}): ClusterNode => {
+  /** Closes the nodes made so far now (as after the test): a property closes each schedule's. */
+  const closeAll = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  };
+  const node = (
+    scene: ClusterScene,
+    instanceId: string,
+    options: NodeOptions = {},
+  ): ClusterNode => {
     const dir = mkdtempSync(join(tmpdir(), `runplane-cluster-${instanceId}-`));
     const database = openSqliteDatabase({ path: join(dir, 'runplane.db') });
     const clock = new SimulatedClock();
-    const cluster = scene.instance(instanceId, { ...options.instance, clock });
+    let handoff: HandoffDeps | undefined;
+    const cluster = scene.instance(instanceId, {
+      ...options.instance,
+      clock,
+      onLost: (key, error) => {
+        scene.lost.push(error);
+        options.instance?.onLost?.(key, error);
+        if (handoff !== undefined) void abandonSession(handoff, key).catch(() => undefined);
+      },
+    });
     const started: string[] = [];
+    const appended: ClusterNode['appended'] = [];
+    const grants: ClusterNode['grants'] = [];
+    const runs = createRedisRunRecords(cluster);
+    const filter =
+      options.failover === undefined ? undefined : createHandoffFilter(cluster.eventLog, runs);
     const runtime = createRuntime({
       unwindTimeoutMs: 1_000,
       maxConcurrentRuns: options.maxConcurrentRuns,
       stores: {
-        eventLog: cluster.eventLog,
+        eventLog: recordingLog(
+          filter?.eventLog ?? cluster.eventLog,
+          (k) => cluster.fenceOf(k),
+          appended,
+        ),
         sessionStore: createSqliteSessionStore({ database }),
         inbox: createSqliteInbox({ database }),
       },
       reportError: () => undefined,
     });
     const sessions = createRedisSessionRecords(cluster);
+    if (filter !== undefined) {
+      const service = () => built;
+      handoff = { cluster, runtime, service, runs, sessions, filter, reportError: () => undefined };
+    }
+    const deps = handoff;
+    const onAcquired =
+      deps === undefined
+        ? undefined
+        : async (key: SessionKey) => {
+            const fence = cluster.fenceOf(key)!;
+            grants.push({ key, fence, seq: cluster.eventLog.lastSeq({}, key) });
+            await rebuildSession(deps, key);
+          };
     let access: ClusterSessionAccess | undefined;
-    const service = createServiceApp({
+    const built = createServiceApp({
       runtime,
       agent: options.agent ?? blockingAgent(started),
       sessions,
-      runs: createRedisRunRecords(cluster),
+      runs: filter?.runs ?? runs,
       authenticate: createTokenAuthenticator(new Map()),
       idempotencyKeys: createSqliteIdempotencyKeys({ database }),
       reportError: () => undefined,
       sessionAccess: (local) =>
-        (access = createClusterSessionAccess({ cluster, local, runtime, ...options.access })),
+        (access = createClusterSessionAccess({
+          cluster,
+          local:
+            filter === undefined ? local : toHandoffAccess(local, cluster, runs, runtime.clock),
+          runtime,
+          ...options.access,
+          ...(onAcquired === undefined ? {} : { onAcquired }),
+        })),
     });
     let dead = false;
     const die = async () => {
@@ -117,14 +199,15 @@ export function useClusterNodes() {
       await cluster.close();
     };
     cleanups.push(async () => {
-      service.close();
+      built.close();
       await runtime.shutdown({ graceMs: 0 }).catch(() => undefined);
       await die();
       database.close();
       rmSync(dir, { recursive: true, force: true });
     });
-    return { cluster, access: access!, runtime, clock, started, die };
+    return { cluster, access: access!, runtime, clock, started, appended, grants, die };
   };
+  return Object.assign(node, { closeAll });
 }
 
 /** The `session.create` command of `key` with the default settings. */
