@@ -70,8 +70,8 @@ export interface ClusterSessionAccess extends SessionAccess {
   hold(key: SessionKey): Promise<boolean>;
   /**
    * Stops taking leases (a drain): a command for a session not held here is refused with 503
-   * `shutting_down` (the client retries on another instance); held sessions are served until
-   * released.
+   * `shutting_down` (the client retries on another instance); commands other instances send to
+   * the sessions held here wait in their Streams for the next holder.
    */
   drain(): void;
   /** Ends the subscriber connection and the waits (`SHUTTING_DOWN`); leases are the cluster's. */
@@ -111,6 +111,7 @@ export function createClusterSessionAccess(
   const redis: Redis = cluster.redis;
   const scripts = defineClusterScripts(redis);
   const held = new Map<string, HeldSession>();
+  let draining = false;
 
   /** The session's state while this instance still holds it under the same fence. */
   const heldSession = (key: SessionKey): HeldSession | undefined => {
@@ -164,6 +165,9 @@ export function createClusterSessionAccess(
 
   /** Applies the session's command Stream past its cursor, in order, until it is empty. */
   const pump = (key: SessionKey): Promise<void> => {
+    // A draining instance applies no more commands: they wait in the Stream for the next
+    // holder, which answers them (a `user.message` would only be refused here).
+    if (draining) return Promise.resolve();
     const session = heldSession(key);
     if (session === undefined || session.cursor === undefined) return Promise.resolve();
     if (session.pumping !== undefined) {
@@ -209,8 +213,6 @@ export function createClusterSessionAccess(
     session.cursor = (await redis.get(cluster.keysOf(session.key).commandsApplied)) ?? '0-0';
     await pump(session.key);
   };
-
-  let draining = false;
 
   /** Takes the lease when nobody holds it; once held here, the session is caught up. */
   const ensureHeld = async (key: SessionKey): Promise<LeaseGrant> => {

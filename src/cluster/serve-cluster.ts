@@ -61,6 +61,8 @@ export interface ServeCluster {
       readonly service: () => Service;
       readonly maxSessionsPerOwner: number | undefined;
       readonly defaultApprovalTimeoutMs: number | undefined;
+      /** Called once a deleted session's lease is released: the purge may go on. */
+      readonly onDeletedReleased: () => void;
     },
   ): SessionAccess;
   /** Starts watching for sessions left without a holder, and releasing idle ones. */
@@ -145,7 +147,10 @@ export async function openRedisServeStores(
     instance: cluster,
     rateBuckets: (limits) =>
       createRedisRateBuckets({ ...limits, redis, keyPrefix: cluster.keyPrefix }),
-    sessionAccess(local, { runtime, service, maxSessionsPerOwner, defaultApprovalTimeoutMs }) {
+    sessionAccess(
+      local,
+      { runtime, service, maxSessionsPerOwner, defaultApprovalTimeoutMs, onDeletedReleased },
+    ) {
       const handoff: HandoffDeps = {
         cluster,
         runtime,
@@ -156,7 +161,7 @@ export async function openRedisServeStores(
         reportError: options.reportError,
       };
       deps = handoff;
-      const recording = toHandoffAccess(local, cluster, runs, runtime.clock);
+      const recording = toHandoffAccess(local, cluster, runs, runtime.clock, onDeletedReleased);
       access = createClusterSessionAccess({
         cluster,
         local: recording,

@@ -29,6 +29,7 @@ import type { SessionRecords } from '../stores/session-records.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess, SessionCommand } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
+import { unlistSession } from './session-watch.js';
 
 /** The run record field of a cancel accepted while the run was live (JSON `{reason, at}`). */
 export const cancelRequestField = 'cancelRequest';
@@ -310,13 +311,16 @@ function acceptedCancels(command: SessionCommand, answer: unknown) {
  *
  * @param local - the single-instance access over this instance's runtime
  * @param cluster - this instance
+ * @param runs - the holder's run records (a cancel request is written on a recorded run only)
  * @param clock - the runtime's clock (`at` of the cancel request, ms)
+ * @param onDeletedReleased - called once a deleted session's lease is released (kick the purge)
  */
 export function toHandoffAccess(
   local: SessionAccess,
   cluster: ClusterInstance,
   runs: Pick<RunRecords, 'get'>,
   clock: Clock,
+  onDeletedReleased: () => void = () => undefined,
 ): SessionAccess {
   return {
     ...local,
@@ -324,10 +328,11 @@ export function toHandoffAccess(
       const answer = await local.execute(command);
       const key = { ownerId: command.ownerId, sessionId: command.sessionId };
       if (command.type === 'session.delete') {
-        void cluster.flushed(key).then(
-          () => cluster.release(key),
-          () => undefined,
-        );
+        void cluster
+          .flushed(key)
+          .then(() => cluster.release(key))
+          .then(() => unlistSession(cluster.redis, cluster.keyPrefix, key))
+          .then(onDeletedReleased, () => undefined);
       }
       for (const { runId, reason } of acceptedCancels(command, answer)) {
         // Only a recorded run (a nested run has no record: a merge would make a partial one).

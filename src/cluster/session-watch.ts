@@ -51,6 +51,16 @@ export interface SessionWatchOptions {
 
 const memberOf = (key: SessionKey) => JSON.stringify([key.ownerId, key.sessionId]);
 
+/** @internal The key of the cluster's list of sessions with work, under `keyPrefix`. */
+export const toLiveSessionsKey = (keyPrefix: string) => `${keyPrefix}live-sessions`;
+
+/** @internal Takes a session off the live list (its delete answered: nothing is left to take). */
+export const unlistSession = (
+  redis: ClusterInstance['redis'],
+  keyPrefix: string,
+  key: SessionKey,
+) => redis.zrem(toLiveSessionsKey(keyPrefix), memberOf(key));
+
 const keyOf = (member: string): SessionKey | undefined => {
   try {
     const [ownerId, sessionId] = JSON.parse(member) as unknown[];
@@ -65,7 +75,7 @@ const keyOf = (member: string): SessionKey | undefined => {
 export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
   const { cluster, runtime, reportError } = options;
   const { redis } = cluster;
-  const listKey = `${cluster.keyPrefix}live-sessions`;
+  const listKey = toLiveSessionsKey(cluster.keyPrefix);
   const { everyMs } = options;
   const pageSize = options.pageSize ?? 256;
   const idleReleaseMs = options.idleReleaseMs ?? 30_000;
@@ -144,11 +154,19 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
     });
     if (candidates.length === 0) return;
     const pipeline = redis.pipeline();
-    for (const { key } of candidates) pipeline.exists(cluster.keysOf(key).lease);
+    for (const { key } of candidates) {
+      pipeline.exists(cluster.keysOf(key).lease).hexists(cluster.keysOf(key).meta, 'record');
+    }
     const replies = (await pipeline.exec()) ?? [];
-    for (const [index, { key }] of candidates.entries()) {
-      const [error, exists] = replies[index] ?? [null, 1];
-      if (error !== null || exists !== 0 || stopped) continue;
+    for (const [index, { key, member }] of candidates.entries()) {
+      const [error, leased] = replies[2 * index] ?? [null, 1];
+      const [recordError, recorded] = replies[2 * index + 1] ?? [null, 1];
+      if (error !== null || recordError !== null || leased !== 0 || stopped) continue;
+      if (recorded === 0) {
+        // Purged (or never created): taking it would write keys nobody purges again.
+        await redis.zrem(listKey, member);
+        continue;
+      }
       try {
         if (!(await options.access.hold(key))) continue;
       } catch (holdError) {

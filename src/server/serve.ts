@@ -204,6 +204,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
                 service: () => service!,
                 maxSessionsPerOwner: options.maxSessionsPerOwner,
                 defaultApprovalTimeoutMs: options.approvalTimeoutMs,
+                onDeletedReleased: () => sweep.kick(),
               }),
     });
     const running = service;
