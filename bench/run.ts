@@ -15,8 +15,9 @@
  *
  * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint,
  * checkpoint-incremental, memory, heap, serve-latency, serve-fanout, serve-sessions,
- * serve-hostile, retention, telemetry. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
- * quick check (default 100,000 sessions × 10 runs).
+ * serve-hostile, retention, telemetry, cluster. `BENCH_HEAP_SESSIONS` shrinks the heap suite
+ * for a quick check (default 100,000 sessions × 10 runs); `BENCH_CLUSTER_ROUNDS`,
+ * `BENCH_CLUSTER_FAILOVERS` and `BENCH_CLUSTER_SESSIONS` shrink the cluster suite.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -55,6 +56,8 @@ const suites: Record<string, Suite> = {
   retention: async () => (await import('./retention.bench.js')).embeddedRetention(),
   // Run telemetry (spans, metrics) with no tracer provider: its share of a lifecycle.
   telemetry: async () => (await import('./telemetry.bench.js')).telemetryOverhead(),
+  // Issue 20: three `runplane serve --redis` processes over one private redis-server.
+  cluster: async () => (await import('./cluster.bench.js')).clusterFigures(),
 };
 const suiteNames = Object.keys(suites);
 
