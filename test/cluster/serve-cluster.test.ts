@@ -16,6 +16,7 @@ import {
   sendMessages,
   useServeCluster,
   waitFor,
+  waitForLine,
   waitForRunEnd,
   type ServeCluster,
   type ServeNode,
@@ -37,12 +38,9 @@ const eventsAfterEnd = (events: readonly StoredEvent[], runId: string): StoredEv
   return end < 0 ? [] : own.slice(end + 1);
 };
 
-async function threeNodes(world: ServeCluster, options: { proxyFirst?: boolean } = {}) {
-  const [a, b, c] = await Promise.all([
-    world.start({ id: 'a', viaProxy: options.proxyFirst === true }),
-    world.start({ id: 'b' }),
-    world.start({ id: 'c' }),
-  ]);
+/** Three working instances of the file's cluster (each reaches Redis through its own proxy). */
+async function threeNodes(world: ServeCluster) {
+  const [a, b, c] = await world.ready(3);
   if (a === undefined || b === undefined || c === undefined) throw new Error('not started');
   return { a, b, c };
 }
@@ -95,18 +93,18 @@ async function expectCleanTakeover(
 }
 
 describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
-  const { cluster } = useServeCluster({ leaseTtlMs: 1_000, chunkDelayMs: 40 });
+  const { cluster } = useServeCluster({ leaseTtlMs: 1_000, chunkDelayMs: 25, perFile: true });
 
   it('a run posted on A, followed on C, is cancelled from B: accepted, only that run ends', async () => {
     const world = cluster();
     const { a, b, c } = await threeNodes(world);
     expect(a.process.output()).toContain(
-      `runplane serve: cluster instance a on ${world.redis.url} (lease ttl 1000 ms)`,
+      `runplane serve: cluster instance ${a.id} on redis://127.0.0.1:${a.proxy?.port}/0 (lease ttl 1000 ms)`,
     );
     const { sessionId, follower, runIds } = await streamingRun(a, c, [LONG, SHORT]);
     const [running = '', queued = ''] = runIds;
     const lease = await world.lease(sessionId);
-    expect(lease?.instanceId).toBe('a');
+    expect(lease?.instanceId).toBe(a.id);
 
     expect(await interruptRun(b, sessionId, running)).toMatchObject({
       status: 200,
@@ -138,7 +136,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     );
     expect(follower.events.map((e) => e.seq)[0]).toBe(1);
     // Nothing moved: the holder is still A, on its first fence.
-    expect(await world.lease(sessionId)).toMatchObject({ instanceId: 'a', fence: lease?.fence });
+    expect(await world.lease(sessionId)).toMatchObject({ instanceId: a.id, fence: lease?.fence });
     follower.close();
   });
 
@@ -176,7 +174,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     const { sessionId, follower, runIds } = await streamingRun(a, c, [LONG, SHORT]);
     const [running = '', queued = ''] = runIds;
     const before = await world.lease(sessionId);
-    expect(before?.instanceId).toBe('a');
+    expect(before?.instanceId).toBe(a.id);
 
     const killedAt = performance.now();
     await a.kill();
@@ -190,7 +188,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     expect(failed.payload).toMatchObject({ cause: 'owner_lost' });
     expect(failoverMs).toBeLessThanOrEqual(world.leaseTtlMs + 5_000);
     const after = await newerLease(world, sessionId, before ?? { fence: 0 });
-    expect(['b', 'c']).toContain(after.instanceId);
+    expect([b.id, c.id]).toContain(after.instanceId);
 
     await follower.until(
       (e) => e.type === 'run.completed' && e.run_id === queued,
@@ -209,14 +207,14 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     const { a, b, c } = await threeNodes(world);
     const { sessionId, follower, runId } = await streamingRun(a, c);
     const before = (await world.lease(sessionId)) ?? { instanceId: '', fence: 0 };
-    expect(before.instanceId).toBe('a');
+    expect(before.instanceId).toBe(a.id);
 
     a.pause();
     await waitFor(async () => (a.state() === 'T' ? true : undefined), 'A stopped');
     // A message on B: B's command waits for the holder, which is frozen, then takes the lease.
     const sent = sendMessages(b, sessionId, [SHORT]);
     const after = await newerLease(world, sessionId, before);
-    expect(after.instanceId).not.toBe('a');
+    expect(after.instanceId).not.toBe(a.id);
     const [next] = await sent;
     expect(next?.result).toBe('accepted');
     await follower.until((e) => e.type === 'run.failed' && e.run_id === runId, 'the run marked');
@@ -226,9 +224,8 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     );
 
     a.resume();
-    await waitFor(async () => (a.state() !== 'T' ? true : undefined), 'A running again');
-    // A woke with its timers overdue (the agent's next word, the renew): by the time it has
-    // answered a message of its own, routed to the new holder, it has tried them.
+    // A wakes with its timers overdue (the agent's next word, the renew) and gives the session up.
+    await waitForLine(a, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
     const [late] = await sendMessages(a, sessionId, ['what is 1 + 1?']);
     expect(late?.result).toBe('accepted');
     expect((await waitForRunEnd(a, late?.run_id ?? '')).status).toBe('COMPLETED');
@@ -242,15 +239,15 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
 
   it('the holder cut off Redis by a proxy: another takes over, and what the proxy held back is refused at heal', async () => {
     const world = cluster();
-    const { a, b, c } = await threeNodes(world, { proxyFirst: true });
+    const { a, b, c } = await threeNodes(world);
     const { sessionId, follower, runId } = await streamingRun(a, c);
     const before = (await world.lease(sessionId)) ?? { instanceId: '', fence: 0 };
-    expect(before.instanceId).toBe('a');
+    expect(before.instanceId).toBe(a.id);
 
     a.proxy?.blackhole();
     const sent = sendMessages(b, sessionId, [SHORT]);
     const after = await newerLease(world, sessionId, before);
-    expect(after.instanceId).not.toBe('a');
+    expect(after.instanceId).not.toBe(a.id);
     const [next] = await sent;
     await follower.until((e) => e.type === 'run.failed' && e.run_id === runId, 'the run marked');
     await follower.until(
@@ -261,6 +258,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     // Healed, A's held renews and batches reach Redis late, and a message sent to A is routed
     // to the new holder.
     a.proxy?.heal();
+    await waitForLine(a, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
     const [late] = await sendMessages(a, sessionId, ['what is 1 + 1?']);
     expect(late?.result).toBe('accepted');
     expect((await waitForRunEnd(a, late?.run_id ?? '')).status).toBe('COMPLETED');

@@ -104,6 +104,12 @@ export interface ServeCluster {
   start(options: ServeNodeOptions): Promise<ServeNode>;
   /** Starts instances named `ids` side by side. */
   startMany(ids: readonly string[], options?: Omit<ServeNodeOptions, 'id'>): Promise<ServeNode[]>;
+  /**
+   * `count` working instances, oldest first: those alive are resumed and their proxies healed
+   * (what a test froze or cut is whole again), and the missing ones are started, each reaching
+   * Redis through a proxy of its own (named `n1`, `n2`, …).
+   */
+  ready(count: number): Promise<ServeNode[]>;
   keys(sessionId: string): SessionKeys;
   /** The session's lease, or undefined while nobody holds it. */
   lease(sessionId: string): Promise<LeaseView | undefined>;
@@ -194,6 +200,9 @@ export function createServeCluster(
   }
 
   const keys = (sessionId: string) => toSessionKeys({ ownerId, sessionId }, keyPrefix);
+  const startMany = (ids: readonly string[], common: Omit<ServeNodeOptions, 'id'> = {}) =>
+    Promise.all(ids.map((id) => start({ ...common, id })));
+  let named = 0;
 
   return {
     redis,
@@ -204,7 +213,18 @@ export function createServeCluster(
     leaseTtlMs,
     nodes,
     start,
-    startMany: (ids, common = {}) => Promise.all(ids.map((id) => start({ ...common, id }))),
+    startMany,
+    async ready(count) {
+      const alive = nodes
+        .filter(({ process: { child } }) => child.exitCode === null && child.signalCode === null)
+        .slice(0, count);
+      for (const node of alive) {
+        node.resume();
+        node.proxy?.heal();
+      }
+      const ids = Array.from({ length: count - alive.length }, () => `n${++named}`);
+      return [...alive, ...(await startMany(ids, { viaProxy: true }))];
+    },
     keys,
     async lease(sessionId) {
       const key = keys(sessionId).lease;
@@ -268,24 +288,40 @@ const toPair = (replies: Array<[Error | null, unknown]> | null): [unknown, unkno
 };
 
 /**
- * One private Redis for the calling test file (started before its tests) and a fresh cluster
- * per test on a key prefix of its own, whose processes are killed after the test. Call it at
- * the top of a `describe.skipIf(skipRedis)` block.
+ * One private Redis for the calling test file (started before its tests) and a cluster on it.
+ * By default each test gets a fresh cluster on a key prefix of its own, whose processes are
+ * killed after the test; with `perFile` the file's tests share one cluster (killed after the
+ * file), each taking the instances it needs from {@link ServeCluster.ready}, which replaces the
+ * ones a test killed: starting processes is most of such a file's time on a loaded host. After
+ * a failed test the tail of every instance's output is printed. Call it at the top of a
+ * `describe.skipIf(skipRedis)` block.
  *
- * @returns `cluster()`: this test's cluster (created on first use)
+ * @returns `cluster()`: the test's (or the file's) cluster, created on first use
  */
-export function useServeCluster(options: Omit<ServeClusterOptions, 'keyPrefix'> = {}) {
+export function useServeCluster(
+  options: Omit<ServeClusterOptions, 'keyPrefix'> & { readonly perFile?: boolean } = {},
+) {
   let redis: PrivateRedis | undefined;
   let current: ServeCluster | undefined;
   let prefixes = 0;
   beforeAll(async () => {
     redis = await startPrivateRedis();
   });
-  afterEach(async () => {
+  afterEach(async (context) => {
+    if (context.task.result?.state === 'fail') {
+      for (const node of current?.nodes ?? []) {
+        const tail = (text: string) => text.slice(-4_000);
+        console.error(
+          `--- instance ${node.id} stdout:\n${tail(node.process.output())}\n--- stderr:\n${tail(node.process.errors())}`,
+        );
+      }
+    }
+    if (options.perFile === true) return;
     await current?.close();
     current = undefined;
   });
   afterAll(async () => {
+    await current?.close();
     await redis?.stop();
   });
   return {
@@ -311,6 +347,19 @@ export async function waitFor<T>(
   let value: T | undefined;
   await pollUntil(async () => (value = await probe()) !== undefined, what, timeoutMs);
   return value as T;
+}
+
+/** Waits until `node` has printed a line matching `pattern` on stdout; returns the match. */
+export function waitForLine(
+  node: ServeNode,
+  pattern: RegExp,
+  timeoutMs = 20_000,
+): Promise<RegExpExecArray> {
+  return waitFor(
+    async () => pattern.exec(node.process.output()) ?? undefined,
+    `${node.id} to print ${String(pattern)}`,
+    timeoutMs,
+  );
 }
 
 /** The run statuses a run ends in. */
