@@ -67,6 +67,8 @@ export interface ClusterInstance {
   acquire(key: SessionKey): Promise<LeaseGrant>;
   /** The fence this instance holds the session under, or `undefined`. */
   fenceOf(key: SessionKey): number | undefined;
+  /** The sessions this instance holds now (loaded, not lost or released). */
+  heldSessions(): SessionKey[];
   /**
    * Queues a change to the session's records, shipped in order with its events.
    *
@@ -225,6 +227,8 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
     },
 
     fenceOf: (key) => mirrorOf(key)?.outbox.fence,
+
+    heldSessions: () => [...mirrors.values()].map((mirror) => mirror.key),
 
     write(key, op) {
       heldMirror(key).outbox.enqueueOp(op);

@@ -61,6 +61,19 @@ import { defineClusterScripts } from './scripts.js';
 export interface ClusterSessionAccess extends SessionAccess {
   /** Resolves once this instance listens on its channel (commands may be sent before). */
   readonly ready: Promise<void>;
+  /**
+   * Takes the session's lease when nobody holds it and catches the session up (`onAcquired`,
+   * then its command Stream), as a command to it would.
+   *
+   * @returns whether this instance holds the session now
+   */
+  hold(key: SessionKey): Promise<boolean>;
+  /**
+   * Stops taking leases (a drain): a command for a session not held here is refused with 503
+   * `shutting_down` (the client retries on another instance); held sessions are served until
+   * released.
+   */
+  drain(): void;
   /** Ends the subscriber connection and the waits (`SHUTTING_DOWN`); leases are the cluster's. */
   close(): Promise<void>;
 }
@@ -197,8 +210,16 @@ export function createClusterSessionAccess(
     await pump(session.key);
   };
 
+  let draining = false;
+
   /** Takes the lease when nobody holds it; once held here, the session is caught up. */
   const ensureHeld = async (key: SessionKey): Promise<LeaseGrant> => {
+    if (draining && cluster.fenceOf(key) === undefined) {
+      throw new HttpError(
+        'shutting_down',
+        `this instance is draining; session ${JSON.stringify(key.sessionId)} is served by the others`,
+      );
+    }
     const grant = await cluster.acquire(key);
     if (!grant.acquired) return grant;
     let session = heldSession(key);
@@ -223,7 +244,10 @@ export function createClusterSessionAccess(
     return grant;
   };
 
-  const takeOver = (key: SessionKey) => void ensureHeld(key).catch(reportUnlessLost);
+  const takeOver = (key: SessionKey) =>
+    void ensureHeld(key).catch((error: unknown) => {
+      if (!draining) reportUnlessLost(error); // a draining instance leaves it to the others
+    });
 
   const waiters = createCommandWaiters(resolved, takeOver, (key) => void pump(key));
 
@@ -359,6 +383,10 @@ export function createClusterSessionAccess(
     idempotencyKeys: reads.idempotencyKeys,
     execute: execute as SessionAccess['execute'],
     ready,
+    hold: async (key) => (await ensureHeld(key)).acquired,
+    drain() {
+      draining = true;
+    },
     async close() {
       stopBackstop();
       stopLiveState();

@@ -42,7 +42,8 @@ const idsOf = (value: unknown): string[] =>
  * @remarks An item is sent by its `user.message` (`item_id`); a turn consumes items by its
  * run's `session.run_started` (`item_ids`); the run's end answers them, except:
  * - a run marked crashed (`run.failed` with cause `crashed`, written by the recovery of a
- *   process that died mid-turn): its items are owed again;
+ *   process that died mid-turn) or lost with its instance (cause `owner_lost`, written by a
+ *   cluster's next lease holder): its items are owed again;
  * - a turn the loop's own stop cut (a graceful shutdown): `session.loop_stopped` names its
  *   items (`interrupted_item_ids`), owed again (the checkpoint resumes them).
  * A run still running when the log ends (its process died before recovery wrote the crash)
@@ -72,7 +73,9 @@ export function loopItemsOf(events: readonly RunplaneEvent[]): LoopItemsState {
       case 'run.failed':
       case 'run.cancelled': {
         const items = event.runId === undefined ? undefined : turnItems.get(event.runId);
-        const crashed = event.type === 'run.failed' && payload.cause === 'crashed';
+        const crashed =
+          event.type === 'run.failed' &&
+          (payload.cause === 'crashed' || payload.cause === 'owner_lost');
         if (items !== undefined && !crashed) for (const id of items) done.add(id);
         break;
       }

@@ -76,6 +76,21 @@ export interface LoopSessions {
   stopAll(options: { graceMs: number }): Promise<void>;
   /** Stops a deleted session's loop at once (no checkpoint) and deletes its checkpoint. */
   remove(key: SessionKey): Promise<void>;
+  /**
+   * @internal A cluster's new lease holder: rebuilds the session's loop from its log and
+   * checkpoint, as `resumeAll` does at start, if either says it owes an answer.
+   *
+   * @returns whether a loop started
+   * @throws what the log or checkpoint read threw (the session stays to be rebuilt on its next message)
+   */
+  resume(key: SessionKey): Promise<boolean>;
+  /**
+   * @internal A cluster instance that lost the session's lease: stops its loop at once, writing
+   * nothing (no checkpoint, no log line: the next holder resumes from what Redis holds).
+   */
+  abandon(key: SessionKey): Promise<void>;
+  /** Whether the session's loop is in memory (or being rebuilt). */
+  has(key: SessionKey): boolean;
   /** How many messages of a session wait for a turn to take them (logged, not yet consumed). */
   waitingItems(key: SessionKey): number;
   /** How many loops are in memory. */
@@ -398,6 +413,26 @@ export function createLoopSessions(options: LoopSessionsOptions): LoopSessions {
       }
       await store?.delete({ signal: uncancellable }, checkpointIdOf(key));
     },
+
+    async resume(key) {
+      if (hosts.has(keyOf(key)) || restarting.has(keyOf(key))) return false;
+      return rebuild(key);
+    },
+
+    async abandon(key) {
+      const id = keyOf(key);
+      restarting.delete(id);
+      unrebuilt.delete(id);
+      waiting.delete(id);
+      owing.delete(id);
+      const host = hosts.get(id);
+      if (host === undefined) return;
+      host.stopping = true;
+      host.loop.stop({ mode: 'immediate', cause: 'owner_lost', skipCheckpoint: true });
+      await host.exited;
+    },
+
+    has: (key) => hosts.has(keyOf(key)) || restarting.has(keyOf(key)),
 
     waitingItems(key) {
       return waiting.get(keyOf(key))?.size ?? 0;

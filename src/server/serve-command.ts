@@ -15,6 +15,12 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --host <host>             interface to listen on           RUNPLANE_HOST    (default 127.0.0.1)
   --port <port>             TCP port, 0 for any free one     RUNPLANE_PORT    (default 8787)
   --db <path>               SQLite database file             RUNPLANE_DB      (default ./.runplane/runplane.db)
+  --redis <url>             run as one instance of a cluster RUNPLANE_REDIS_URL (default: none, SQLite;
+                            on this Redis 7 (README Cluster)  --db is then not used)
+  --instance-id <id>        this instance's id in a cluster  RUNPLANE_INSTANCE_ID (default <hostname>-<pid>)
+  --lease-ttl-ms <ms>       session lease lifetime; a dead   RUNPLANE_LEASE_TTL_MS (default 10000)
+                            instance's sessions move after it
+  --key-prefix <prefix>     prefix of every Redis key        RUNPLANE_KEY_PREFIX (default rp:)
   --tokens <list>           Bearer tokens "token:owner,..."  RUNPLANE_TOKENS  (default: a dev token for
                             owner "dev", created once per database and printed at start)
   --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
@@ -116,6 +122,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       host: { type: 'string' },
       port: { type: 'string' },
       db: { type: 'string' },
+      redis: { type: 'string' },
+      'instance-id': { type: 'string' },
+      'lease-ttl-ms': { type: 'string' },
+      'key-prefix': { type: 'string' },
       tokens: { type: 'string' },
       'grace-ms': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
@@ -194,7 +204,37 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       'expected `--model` or RUNPLANE_MODEL with an OpenAI base URL, got nothing',
     );
   }
+  const redisUrl = pick('redis', 'RUNPLANE_REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new InvalidArgumentError(
+      'redis',
+      `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis:// or rediss:// URL, got ${JSON.stringify(redisUrl)}`,
+    );
+  }
+  const clusterFlags = (['instance-id', 'lease-ttl-ms', 'key-prefix'] as const).filter(
+    (flag) => values[flag] !== undefined,
+  );
+  if (redisUrl === undefined && clusterFlags.length > 0) {
+    throw new InvalidArgumentError(
+      clusterFlags[0]!,
+      `expected \`--${clusterFlags[0]!}\` only with \`--redis\` (a cluster instance), got no Redis URL`,
+    );
+  }
   return {
+    redis:
+      redisUrl === undefined
+        ? undefined
+        : {
+            url: redisUrl,
+            instanceId: pick('instance-id', 'RUNPLANE_INSTANCE_ID'),
+            leaseTtlMs: integer(
+              'lease-ttl-ms',
+              pick('lease-ttl-ms', 'RUNPLANE_LEASE_TTL_MS'),
+              30,
+              3_600_000,
+            ),
+            keyPrefix: pick('key-prefix', 'RUNPLANE_KEY_PREFIX'),
+          },
     host: pick('host', 'RUNPLANE_HOST'),
     port: integer('port', pick('port', 'RUNPLANE_PORT'), 0, 65_535),
     dbPath: pick('db', 'RUNPLANE_DB'),

@@ -8,7 +8,8 @@
  * @internal
  */
 import type Database from 'better-sqlite3';
-import type { SessionKey } from '../events/event-log.js';
+import type { ServeCluster } from '../cluster/serve-cluster.js';
+import type { EventLog, SessionKey } from '../events/event-log.js';
 import type { Inbox } from '../inbox/inbox.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import type { IdempotencyKeys } from '../stores/idempotency-keys.js';
@@ -21,7 +22,7 @@ import {
   openSqliteDatabase,
   type SqliteMigration,
 } from '../stores/sqlite/database.js';
-import { createSqliteEventLog, type SqliteEventLog } from '../stores/sqlite/event-log.js';
+import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
 import { createSqliteIdempotencyKeys } from '../stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
@@ -41,7 +42,8 @@ import { createDevToken } from './auth.js';
 export interface ServeStores {
   /** The startup line naming where the data lives. */
   readonly banner: string;
-  readonly eventLog: SqliteEventLog;
+  /** The event log; `forget` drops a purged session's in-memory state. */
+  readonly eventLog: EventLog & { forget(key: SessionKey): void };
   readonly sessionStore: SessionStore;
   readonly inbox: Inbox;
   readonly sessions: SessionRecords;
@@ -50,11 +52,16 @@ export interface ServeStores {
   /** Where loop sessions checkpoint their TurnLoops; none for an in-memory database. */
   readonly checkpoints: CheckpointStore | undefined;
   /** The dev token of these stores (owner `dev`): created on first use, the same on every later start. */
-  devToken(): string;
+  devToken(): string | Promise<string>;
   /** The background sweep's purge of deleted sessions; `onPurged` runs after each session's data is gone. */
   createPurge(onPurged: (key: SessionKey) => void): SqliteSessionPurge;
+  /**
+   * Set for a cluster on Redis: how the instance joins the others (`src/cluster/serve-cluster.ts`).
+   * @default undefined (a single instance)
+   */
+  readonly cluster?: ServeCluster | undefined;
   /** Closes everything (idempotent); the lock is released last. */
-  close(): void;
+  close(): void | Promise<void>;
 }
 
 const settingsMigrations: readonly SqliteMigration[] = [

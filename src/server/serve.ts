@@ -30,6 +30,11 @@ import { createDataSweeper, type DataSweeper } from './data-sweeper.js';
 import { createServeObservability, type TraceparentMode } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
 import { openSqliteServeStores, type ServeStores } from './serve-stores.js';
+import {
+  isHandedOff,
+  openRedisServeStores,
+  type ClusterServeOptions,
+} from '../cluster/serve-cluster.js';
 
 /** An OpenAI-compatible endpoint for the default agent. */
 export interface OpenAIEndpoint {
@@ -49,6 +54,12 @@ export interface ServeOptions {
   readonly port?: number;
   /** The SQLite database file (its folder is created). @default './.runplane/runplane.db' */
   readonly dbPath?: string;
+  /**
+   * Run as one instance of a cluster on this Redis 7 server instead of on the SQLite database
+   * (README "Cluster"): every instance serves every session; `dbPath` is not opened.
+   * @default undefined (a single instance on SQLite)
+   */
+  readonly redis?: ClusterServeOptions;
   /**
    * Bearer tokens as `token:owner,token:owner`. Without it, a dev token for owner `dev` is
    * created once per database and printed at start.
@@ -237,8 +248,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   const tokenMap = options.tokens === undefined ? undefined : parseTokenList(options.tokens);
   const dbPath = options.dbPath ?? './.runplane/runplane.db';
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const reportError =
+  const report =
     options.reportError ?? ((error: unknown) => console.error('[runplane serve]', error));
+  // In a cluster, the writes of a session this instance no longer drives are refused by design
+  // (its new holder goes on from Redis): the loss is logged once, not every refused write.
+  const reportError =
+    options.redis === undefined
+      ? report
+      : (error: unknown) => {
+          if (!isHandedOff(error)) report(error);
+        };
 
   if (
     options.retentionDays !== undefined &&
@@ -250,18 +269,23 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     );
   }
   const observability = createServeObservability(options);
-  const stores: ServeStores = openSqliteServeStores({
-    dbPath,
-    eventTailBytes: options.eventTailBytes,
-  });
+  const stores: ServeStores =
+    options.redis === undefined
+      ? openSqliteServeStores({ dbPath, eventTailBytes: options.eventTailBytes })
+      : await openRedisServeStores({ ...options.redis, reportError, log });
+  const { cluster } = stores;
   let service: Service | undefined;
   let sweeper: DataSweeper | undefined;
   try {
     const { sessionStore, inbox, sessions, runs, idempotencyKeys, checkpoints } = stores;
     const eventLog = observability.countAppends(stores.eventLog);
-    const devToken = tokenMap === undefined ? stores.devToken() : undefined;
+    const devToken = tokenMap === undefined ? await stores.devToken() : undefined;
     const authenticate = createTokenAuthenticator(tokenMap ?? new Map([[devToken ?? '', 'dev']]));
 
+    const rateLimit =
+      options.rateLimitPerSecond === 0
+        ? undefined
+        : { perSecond: options.rateLimitPerSecond ?? 50, burst: options.rateLimitBurst ?? 200 };
     const timeline = createTimelineHub({ clock: options.clock, onError: reportError });
     const runtime = createRuntime({
       clock: options.clock,
@@ -272,7 +296,12 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       maxConcurrentRuns: options.maxConcurrentRuns,
       metrics: observability.runMetrics,
     });
-    const recovered = await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock });
+    // A cluster has no dead process to recover from: a session whose holder died is taken, and
+    // its runs marked, by the next instance that holds it.
+    const recovered =
+      cluster === undefined
+        ? await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock })
+        : [];
     const agent =
       options.agent ??
       createDemoAgent({
@@ -323,13 +352,21 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       timeline,
       maxSessionsPerOwner: options.maxSessionsPerOwner,
       maxUnfinishedRunsPerOwner: options.maxUnfinishedRunsPerOwner,
-      rateLimit:
-        options.rateLimitPerSecond === 0
-          ? undefined
-          : { perSecond: options.rateLimitPerSecond ?? 50, burst: options.rateLimitBurst ?? 200 },
+      rateLimit,
+      rateBuckets: rateLimit === undefined ? undefined : cluster?.rateBuckets(rateLimit),
       approvalTimeoutMs: options.approvalTimeoutMs,
       onSessionDeleted: () => sweep.kick(),
       checkpointStore: checkpoints,
+      sessionAccess:
+        cluster === undefined
+          ? undefined
+          : (local) =>
+              cluster.sessionAccess(local, {
+                runtime,
+                service: () => service!,
+                maxSessionsPerOwner: options.maxSessionsPerOwner,
+                defaultApprovalTimeoutMs: options.approvalTimeoutMs,
+              }),
     });
     const running = service;
     observability.readOpenStreams(() => running.openStreams);
@@ -355,7 +392,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       throw error;
     }
     // Loop sessions with work left (a checkpoint, or messages no finished turn answered) go on.
-    const resumedLoops = await running.loopSessions.resumeAll();
+    // In a cluster, each goes on where its session is next held.
+    const resumedLoops = cluster === undefined ? await running.loopSessions.resumeAll() : 0;
+    cluster?.start();
     const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
     const url = `http://${shownHost}:${address.port}`;
 
@@ -404,6 +443,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         running.drain();
         const ended = stopListening(server);
         const graceMs = shutdownOptions.graceMs ?? options.graceMs ?? 10_000;
+        // A cluster instance hands its sessions' waiting runs to the others first.
+        await cluster?.drain();
         // Loops first: each turn stops at its next safe point and checkpoints (an interrupt
         // from the runtime's shutdown would instead end it as answered).
         await running.loopSessions.stopAll({ graceMs });
@@ -413,7 +454,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         await sweep.stop();
         await observability.close();
         running.close();
-        stores.close();
+        await stores.close();
         return { drained };
       })();
       return stopping;
@@ -434,7 +475,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     await observability.close();
     await sweeper?.stop();
     service?.close();
-    stores.close();
+    await stores.close();
     throw error;
   }
 }

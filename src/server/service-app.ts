@@ -14,9 +14,10 @@ import { z } from 'zod';
 import { parseOptions } from '../validation.js';
 import type { Agent } from '../run/agent.js';
 import type { Runtime } from '../runtime/create-runtime.js';
-import type { RunRecords } from '../stores/run-records.js';
+import type { RunRecord, RunRecords } from '../stores/run-records.js';
+import type { AgentRun } from '../run/agent-run.js';
 import { createMemoryIdempotencyKeys, type IdempotencyKeys } from '../stores/idempotency-keys.js';
-import type { SessionRecords } from '../stores/session-records.js';
+import type { SessionRecord, SessionRecords } from '../stores/session-records.js';
 import type { Authenticate } from './auth.js';
 import { chatPageHtml } from './chat-page.js';
 import { pageSecurityPolicy, securityHeaders } from './middleware/security-headers.js';
@@ -24,7 +25,7 @@ import { HttpError, toHttpError } from './http-error.js';
 import { bearerAuth } from './middleware/bearer-auth.js';
 import { bodyReadDeadline, bodySizeLimit } from './middleware/body-limits.js';
 import { idempotency } from './middleware/idempotency.js';
-import { rateLimit, type RateLimitOptions } from './middleware/rate-limit.js';
+import { rateLimit, type RateLimitOptions, type SharedBuckets } from './middleware/rate-limit.js';
 import { watchApprovalTimeouts } from './approval-timeouts.js';
 import { createStreamRegistry } from './middleware/stream-quota.js';
 import { createLoopSessions, type LoopSessions } from './loop-sessions.js';
@@ -39,7 +40,7 @@ import { streamRoutes } from './routes/stream.js';
 import type { TimelineHub } from '../inspect/timeline-hub.js';
 
 export { toRecordOutcome } from './session-events.js';
-import { OwnerRunCount } from './session-events.js';
+import { OwnerRunCount, requeueRun } from './session-events.js';
 
 /** Options of {@link createServiceApp}. */
 export interface ServiceOptions {
@@ -109,6 +110,8 @@ export interface ServiceOptions {
    * `Retry-After`. @default none (`runplane serve` sets 50 per second, bursts of 200)
    */
   readonly rateLimit?: RateLimitOptions | undefined;
+  /** Where the rate limit's buckets are kept when not in this process (a cluster's, in Redis). */
+  readonly rateBuckets?: SharedBuckets | undefined;
   /**
    * How long a tool call waits for its confirmation before it is denied with reason `timeout`,
    * in ms, for a session that sets no `approval_timeout_ms`. @default 600000 (10 minutes)
@@ -156,6 +159,14 @@ export interface Service {
   isSettling(key: { ownerId: string; sessionId: string }): boolean;
   /** The TurnLoops of loop sessions: `runplane serve` resumes them on start, stops them at shutdown. */
   readonly loopSessions: LoopSessions;
+  /**
+   * @internal Puts a run another process recorded as waiting back in its session's queue (a
+   * cluster's new lease holder; see `requeueRun` in session-events.ts).
+   */
+  requeueRun(
+    session: SessionRecord,
+    record: Pick<RunRecord, 'runId' | 'input' | 'createdAt'>,
+  ): AgentRun<unknown>;
   /** Stops the approval timers (at shutdown). */
   close(): void;
 }
@@ -190,6 +201,11 @@ const serviceOptionsSchema = z.object({
   runTimeoutMs: positiveInt.optional(),
   maxSessionsPerOwner: positiveInt.optional(),
   rateLimit: z.strictObject({ perSecond: positiveInt, burst: positiveInt }).optional(),
+  rateBuckets: z
+    .custom<SharedBuckets>((value) => typeof (value as SharedBuckets | null)?.take === 'function', {
+      error: 'an object with take(ownerId)',
+    })
+    .optional(),
   approvalTimeoutMs: positiveInt.optional(),
   loopIdleMs: positiveInt.optional(),
   sessionAccess: z
@@ -264,7 +280,7 @@ export function createServiceApp(options: ServiceOptions): Service {
   });
   /** Deleted sessions whose runs are settling, as JSON `[ownerId, sessionId]`. */
   const settling = new Set<string>();
-  const local = createLocalSessionAccess({
+  const localOptions = {
     runtime,
     agent,
     runs,
@@ -281,7 +297,8 @@ export function createServiceApp(options: ServiceOptions): Service {
     runTimeoutMs: options.runTimeoutMs,
     isDraining,
     reportError,
-  });
+  };
+  const local = createLocalSessionAccess(localOptions);
   const access = options.sessionAccess?.(local) ?? local;
   const idempotent = idempotency({
     store: access.idempotencyKeys,
@@ -358,7 +375,7 @@ export function createServiceApp(options: ServiceOptions): Service {
 
   app.use('/api/*', bearerAuth(authenticate));
   if (options.rateLimit !== undefined)
-    app.use('/api/*', rateLimit(options.rateLimit, runtime.clock));
+    app.use('/api/*', rateLimit(options.rateLimit, runtime.clock, options.rateBuckets));
   app.use('/api/*', bodySizeLimit(maxBodyBytes));
 
   app.route('/', sessionRoutes({ access, isDraining, idempotent }));
@@ -396,6 +413,7 @@ export function createServiceApp(options: ServiceOptions): Service {
     },
     isSettling: ({ ownerId, sessionId }) => settling.has(JSON.stringify([ownerId, sessionId])),
     loopSessions,
+    requeueRun: (session, record) => requeueRun(localOptions, session, record),
     close() {
       stopApprovalTimeouts();
     },

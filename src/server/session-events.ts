@@ -15,7 +15,7 @@ import type { Agent } from '../run/agent.js';
 import type { AgentRun } from '../run/agent-run.js';
 import type { RunOutcome } from '../run/run-outcome.js';
 import type { Runtime } from '../runtime/create-runtime.js';
-import type { RunRecordOutcome, RunRecords } from '../stores/run-records.js';
+import type { RunRecord, RunRecordOutcome, RunRecords } from '../stores/run-records.js';
 import type { SessionRecord } from '../stores/session-records.js';
 import { HttpError } from './http-error.js';
 import type { LoopSessions } from './loop-sessions.js';
@@ -333,15 +333,7 @@ function applyMessage(
     run.cancel({ reason: 'the store failed before the run started' });
     throw error;
   }
-  unfinished.add(ownerId);
-  void run.termination.then((outcome) => {
-    unfinished.remove(ownerId);
-    try {
-      runs.finish(run.id, toRecordOutcome(outcome), runtime.clock.now());
-    } catch (error) {
-      context.reportError(error);
-    }
-  });
+  followRun(context, run);
   try {
     run.start();
   } catch (error) {
@@ -349,6 +341,60 @@ function applyMessage(
     throw error;
   }
   return { type: event.type, result: 'accepted', run_id: run.id, status: run.status };
+}
+
+/** Counts a run against its owner until it ends, and records its outcome once it has settled. */
+function followRun(context: SessionEventsContext, run: AgentRun<unknown>): void {
+  const { runtime, runs, unfinishedRuns } = context;
+  unfinishedRuns.add(run.ownerId);
+  void run.termination.then((outcome) => {
+    unfinishedRuns.remove(run.ownerId);
+    try {
+      runs.finish(run.id, toRecordOutcome(outcome), runtime.clock.now());
+    } catch (error) {
+      context.reportError(error);
+    }
+  });
+}
+
+/**
+ * @internal Puts a run another process recorded, and left waiting, back in its session's queue
+ * under its own id (a cluster's new lease holder rebuilding the session, docs/architecture.md,
+ * "Cluster on Redis"): prepared with strategy `enqueue`, its record and `user.message` already
+ * written, its outcome recorded once it settles. Call in the recorded order: the queue keeps it.
+ *
+ * @param context - {@link SessionEventsContext}
+ * @param session - the run's session
+ * @param record - the run as recorded (`runId`, `input`, `createdAt`)
+ * @returns the run, started
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when a run of that id is live here
+ * @throws `SessionQueueFullError` (`SESSION_QUEUE_FULL`) when the session's queue is full
+ */
+export function requeueRun(
+  context: SessionEventsContext,
+  session: SessionRecord,
+  record: Pick<RunRecord, 'runId' | 'input' | 'createdAt'>,
+): AgentRun<unknown> {
+  const { runtime } = context;
+  const { runTimeoutMs } = context;
+  // The run's budget counts from when it was sent, as on the instance that took it.
+  const timeoutMs =
+    runTimeoutMs === undefined
+      ? undefined
+      : Math.max(1, record.createdAt + runTimeoutMs - runtime.clock.now());
+  const run = runtime.prepare({
+    ownerId: session.ownerId,
+    sessionId: session.sessionId,
+    runId: record.runId,
+    agent: context.agent,
+    input: record.input,
+    strategy: 'enqueue',
+    graceMs: session.graceMs,
+    timeoutMs,
+  });
+  followRun(context, run);
+  run.start();
+  return run;
 }
 
 function applyInterrupt(

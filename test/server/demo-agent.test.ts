@@ -382,7 +382,29 @@ describe('parseServeArgs', () => {
     expect(() => parseServeArgs(['--rate-limit', 'x'], {})).toThrow(/`rate-limit`/);
   });
 
+  it('reads the cluster flags, only with a Redis URL', () => {
+    expect(
+      parseServeArgs(['--instance-id', 'a', '--lease-ttl-ms', '1000'], {
+        RUNPLANE_REDIS_URL: 'redis://127.0.0.1:6380/0',
+        RUNPLANE_KEY_PREFIX: 'staging:',
+      }).redis,
+    ).toEqual({
+      url: 'redis://127.0.0.1:6380/0',
+      instanceId: 'a',
+      leaseTtlMs: 1_000,
+      keyPrefix: 'staging:',
+    });
+    expect(parseServeArgs([], {}).redis).toBeUndefined();
+  });
+
   it.each<[string[], Record<string, string>, RegExp]>([
+    [['--redis', 'http://127.0.0.1:6379'], {}, /`--redis` or RUNPLANE_REDIS_URL to be a redis:/],
+    [['--instance-id', 'a'], {}, /`--instance-id` only with `--redis`/],
+    [
+      ['--redis', 'redis://h:1', '--lease-ttl-ms', '10'],
+      {},
+      /`lease-ttl-ms` to be an integer from 30/,
+    ],
     [['--port', '70000'], {}, /`port` to be an integer from 0 to 65535/],
     [[], { RUNPLANE_GRACE_MS: '-1' }, /`grace-ms`/],
     [['--heartbeat-ms', '0'], {}, /`heartbeat-ms`/],

@@ -79,17 +79,25 @@ export function createBucketTable(options: RateLimitOptions): BucketTable {
  *
  * @param options - {@link RateLimitOptions}
  * @param clock - the clock the bucket refills on
+ * @param buckets - the buckets to take from instead of this process's own (a cluster's)
  * @returns the middleware
  * @throws {@link HttpError} (`rate_limited`, 429, with `Retry-After` in seconds) when the
  *   caller's bucket is empty
  */
+/** Buckets kept elsewhere (a cluster's, in Redis): `take` answers the ms to wait, 0 when a token was taken. */
+export interface SharedBuckets {
+  take(ownerId: string): Promise<number>;
+}
+
 export function rateLimit(
   options: RateLimitOptions,
   clock: Clock,
+  buckets?: SharedBuckets,
 ): MiddlewareHandler<{ Variables: { ownerId: string } }> {
-  const table = createBucketTable(options);
+  const table = buckets === undefined ? createBucketTable(options) : undefined;
   return async (c, next) => {
-    const waitMs = table.take(c.get('ownerId'), clock.now());
+    const ownerId = c.get('ownerId');
+    const waitMs = table?.take(ownerId, clock.now()) ?? (await buckets!.take(ownerId));
     if (waitMs > 0) {
       c.header('Retry-After', String(Math.max(1, Math.ceil(waitMs / 1000))));
       throw new HttpError(

@@ -1,0 +1,276 @@
+/**
+ * `runplane serve --redis <url>`: the stores of one cluster instance on Redis, and the wiring
+ * that makes the instance one of several sharing every session (docs/architecture.md, "Cluster
+ * on Redis"; README "Cluster"). `serve.ts` builds the runtime and the service on these stores as
+ * it does on SQLite, then hands them to {@link ServeCluster}.
+ *
+ * @module
+ * @internal
+ */
+import { hostname } from 'node:os';
+import { Redis } from 'ioredis';
+import { RunplaneError, StaleFenceError } from '../errors.js';
+import type { SessionKey } from '../events/event-log.js';
+import type { Runtime } from '../runtime/runtime-types.js';
+import type { ServeStores } from '../server/serve-stores.js';
+import type { Service } from '../server/service-app.js';
+import type { SessionAccess, SessionCommand } from '../server/session-access.js';
+import { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
+import { createClusterInstance, type ClusterInstance } from './cluster-instance.js';
+import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
+import { createRedisCheckpointStore } from './redis-checkpoint-store.js';
+import { getRedisDevToken } from './redis-dev-token.js';
+import { createRedisInbox } from './redis-inbox.js';
+import { createRedisRateBuckets, type ClusterRateBuckets } from './redis-rate-limit.js';
+import { createRedisRunRecords } from './redis-run-records.js';
+import { createRedisSessionRecords } from './redis-session-records.js';
+import { createRedisSessionStore } from './redis-session-store.js';
+import { startSessionWatch, type SessionWatch } from './session-watch.js';
+import {
+  abandonSession,
+  cancelRequestField,
+  createHandoffFilter,
+  rebuildSession,
+  type HandoffDeps,
+} from './session-handoff.js';
+
+/** Options of a cluster instance under `runplane serve` (README "Cluster"). */
+export interface ClusterServeOptions {
+  /** The Redis 7 server, e.g. `redis://127.0.0.1:6379/0`. */
+  readonly url: string;
+  /** This instance's id, unique among live instances. @default `<hostname>-<pid>` */
+  readonly instanceId?: string | undefined;
+  /** How long a session lease lives without a renew, in ms (renewed every third). @default 10000 */
+  readonly leaseTtlMs?: number | undefined;
+  /** The prefix of every key. @default 'rp:' */
+  readonly keyPrefix?: string | undefined;
+}
+
+/** What `serve.ts` does with a cluster once the runtime and the service exist. */
+export interface ServeCluster {
+  readonly instance: ClusterInstance;
+  /** The per-owner request buckets, shared by the instances. */
+  rateBuckets(options: { perSecond: number; burst: number }): ClusterRateBuckets;
+  /** The service's `sessionAccess`: the cluster's access around the local one. */
+  sessionAccess(
+    local: SessionAccess,
+    deps: {
+      readonly runtime: Runtime;
+      readonly service: () => Service;
+      readonly maxSessionsPerOwner: number | undefined;
+      readonly defaultApprovalTimeoutMs: number | undefined;
+    },
+  ): SessionAccess;
+  /** Starts watching for sessions left without a holder, and releasing idle ones. */
+  start(): void;
+  /**
+   * Hands this instance's sessions to the others: no lease is taken from now on; each held
+   * session's waiting runs are detached (they stay waiting in Redis for the next holder), and
+   * sessions with nothing running are released at once.
+   */
+  drain(): Promise<void>;
+  /** Releases every lease still held (after the runtime's shutdown), then closes the access. */
+  close(): Promise<void>;
+}
+
+const connectTimeoutMs = 5_000;
+
+/** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
+async function connect(url: string): Promise<Redis> {
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs });
+  redis.on('error', () => undefined); // ioredis reconnects; leases and batches handle the gap
+  try {
+    await redis.connect();
+    await redis.ping();
+  } catch (error) {
+    redis.disconnect();
+    throw new RunplaneError(
+      'STORE_FAILED',
+      `cannot reach Redis at ${url}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  return redis;
+}
+
+/** A run id and the reason of each `user.interrupt` a command's answer accepted. */
+function acceptedCancels(command: SessionCommand, answer: unknown) {
+  if (command.type !== 'session.apply_events') return [];
+  const results = (answer as { results?: ReadonlyArray<Record<string, unknown>> }).results ?? [];
+  return command.events.flatMap((event, index) => {
+    const result = results[index];
+    if (event.type !== 'user.interrupt' || result?.result !== 'accepted') return [];
+    if (typeof result.run_id !== 'string') return [];
+    const mode = (event.payload as { mode?: string } | undefined)?.mode;
+    if (mode === 'interrupt') return []; // an interrupt ends the run as COMPLETED
+    const reason = (event.payload)?.reason ?? 'user.interrupt';
+    return [{ runId: result.run_id, reason }];
+  });
+}
+
+/**
+ * @internal Connects to Redis and builds the stores of one cluster instance.
+ *
+ * @throws `RunplaneError` (`STORE_FAILED`) when Redis cannot be reached
+ * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`) for a bad lease TTL, id or prefix
+ */
+export async function openRedisServeStores(
+  options: ClusterServeOptions & {
+    readonly reportError: (error: unknown) => void;
+    readonly log: (line: string) => void;
+  },
+): Promise<ServeStores & { readonly cluster: ServeCluster }> {
+  const redis = await connect(options.url);
+  const instanceId = options.instanceId ?? `${hostname()}-${process.pid}`;
+  let deps: HandoffDeps | undefined;
+  let instance: ClusterInstance;
+  try {
+    instance = createClusterInstance({
+      redis,
+      instanceId,
+      leaseTtlMs: options.leaseTtlMs,
+      keyPrefix: options.keyPrefix,
+      onLost: (key, error) => {
+        options.log(
+          `runplane serve: lost session ${key.ownerId}/${key.sessionId} (${error.message}); its work here stopped`,
+        );
+        if (deps !== undefined) abandonSession(deps, key).catch(options.reportError);
+      },
+    });
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  const cluster = instance;
+  const runs = createRedisRunRecords(cluster);
+  const sessions = createRedisSessionRecords(cluster);
+  const filter = createHandoffFilter(cluster.eventLog, runs);
+  const checkpoints = createRedisCheckpointStore({
+    redis,
+    keyPrefix: cluster.keyPrefix,
+    instance: cluster,
+  });
+  let access: ClusterSessionAccess | undefined;
+  let watch: SessionWatch | undefined;
+  let closed = false;
+
+  const serveCluster: ServeCluster = {
+    instance: cluster,
+    rateBuckets: (limits) =>
+      createRedisRateBuckets({ ...limits, redis, keyPrefix: cluster.keyPrefix }),
+    sessionAccess(local, { runtime, service, maxSessionsPerOwner, defaultApprovalTimeoutMs }) {
+      const handoff: HandoffDeps = {
+        cluster,
+        runtime,
+        service,
+        runs,
+        sessions,
+        filter,
+        reportError: options.reportError,
+      };
+      deps = handoff;
+      // A cancel accepted while its run is live is written on the run's record, in the same
+      // batch as the command's effect: a next holder ends the run CANCELLED, not owner_lost.
+      const recording: SessionAccess = {
+        ...local,
+        execute: (async (command: SessionCommand) => {
+          const answer = await local.execute(command);
+          const key = { ownerId: command.ownerId, sessionId: command.sessionId };
+          for (const { runId, reason } of acceptedCancels(command, answer)) {
+            cluster.write(key, {
+              op: 'run.merge',
+              runId,
+              fields: { [cancelRequestField]: { reason, at: runtime.clock.now() } },
+            });
+          }
+          return answer;
+        }) as SessionAccess['execute'],
+      };
+      access = createClusterSessionAccess({
+        cluster,
+        local: recording,
+        runtime,
+        maxSessionsPerOwner,
+        defaultApprovalTimeoutMs,
+        reportError: options.reportError,
+        onAcquired: async (key: SessionKey) => {
+          const report = await rebuildSession(handoff, key);
+          if (report.marked.length > 0 || report.requeued.length > 0) {
+            options.log(
+              `runplane serve: took session ${key.ownerId}/${key.sessionId}: ${report.marked.length} run(s) marked, ${report.requeued.length} requeued`,
+            );
+          }
+          watch?.touched(key);
+        },
+      });
+      return access;
+    },
+    start() {
+      if (access === undefined || deps === undefined) return;
+      watch = startSessionWatch({
+        cluster,
+        access,
+        runtime: deps.runtime,
+        service: deps.service,
+        runs,
+        reportError: options.reportError,
+        everyMs: Math.min(1_000, Math.max(10, Math.floor((options.leaseTtlMs ?? 10_000) / 3))),
+      });
+    },
+    async drain() {
+      access?.drain();
+      await watch?.stop();
+      watch = undefined;
+      if (deps === undefined) return;
+      const { runtime } = deps;
+      await Promise.all(
+        cluster.heldSessions().map(async (key) => {
+          const handle = runtime.session(key.ownerId, key.sessionId);
+          for (const runId of handle.queuedRunIds) filter.detach(runId);
+          handle.cancelAll();
+          if (handle.activeRunId === undefined && !deps!.service().loopSessions.has(key)) {
+            await cluster.release(key).catch(options.reportError);
+          }
+        }),
+      );
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await watch?.stop();
+      await Promise.all(
+        cluster.heldSessions().map((key) => cluster.release(key).catch(() => false)),
+      );
+      await access?.close();
+      await cluster.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+
+  return {
+    banner: `cluster instance ${instanceId} on ${options.url} (lease ttl ${options.leaseTtlMs ?? 10_000} ms)`,
+    eventLog: Object.assign(filter.eventLog, { forget: () => undefined }),
+    sessionStore: createRedisSessionStore(cluster),
+    inbox: createRedisInbox(cluster),
+    sessions,
+    runs: filter.runs,
+    // The cluster's access keeps idempotency keys in Redis; the local access's are never read.
+    idempotencyKeys: createMemoryIdempotencyKeys(),
+    checkpoints,
+    devToken: () => getRedisDevToken({ redis, keyPrefix: cluster.keyPrefix }),
+    createPurge: () => ({
+      // Deleted sessions' Redis data is not purged yet (docs/architecture.md, "Cluster on Redis").
+      deleted: () => [],
+      idleIn: () => ({ idle: [], next: undefined }),
+      purgeStep: () => true,
+    }),
+    cluster: serveCluster,
+    close: () => serveCluster.close(),
+  };
+}
+
+/** Whether `error` is a write refused because this instance no longer drives the session. */
+export function isHandedOff(error: unknown): boolean {
+  if (error instanceof StaleFenceError) return true;
+  return error instanceof RunplaneError && error.cause instanceof StaleFenceError;
+}
