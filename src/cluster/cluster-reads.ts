@@ -37,6 +37,7 @@ import { readLiveState, toLiveRunStatus } from './live-state.js';
 import { createRedisIdempotencyKeys } from './redis-idempotency-keys.js';
 import { createOwnerIndex } from './redis-owner-index.js';
 import { createRunRecordReader, indexRuns } from './redis-run-records.js';
+import { addDeletedSessionFromRecord } from './redis-session-purge.js';
 import { createSessionRecordReader } from './redis-session-records.js';
 
 /** @internal The reads of a cluster's session access, and the index writes after a command. */
@@ -133,6 +134,8 @@ export function createClusterReads(
           runIds.map((runId) => ({ ownerId, sessionId, runId })),
         );
       } else if (command.type === 'session.delete') {
+        // Listed for the purge before the answer, so a sweep on any instance finds it.
+        await addDeletedSessionFromRecord(redis, keyPrefix, { ownerId, sessionId });
         await Promise.all([
           deleted === undefined
             ? undefined

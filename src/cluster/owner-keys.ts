@@ -50,3 +50,10 @@ export function toOwnerKeys(ownerId: string, prefix: string = defaultKeyPrefix):
 /** @internal The key of the cluster's live loop sessions (sorted set, score `createdAt`, member `[owner, session]` JSON). */
 export const toLoopSessionsKey = (prefix: string = defaultKeyPrefix): string =>
   `${prefix}loop-sessions`;
+
+/**
+ * @internal The key of the cluster's deleted sessions not yet purged (sorted set, score
+ * `deletedAt`, member `[owner, session]` JSON; `redis-session-purge.ts`).
+ */
+export const toDeletedSessionsKey = (prefix: string = defaultKeyPrefix): string =>
+  `${prefix}deleted-sessions`;

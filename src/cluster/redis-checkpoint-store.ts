@@ -75,6 +75,21 @@ function toCheckpointKeys(prefix: string, checkpointId: string) {
   return { session, lease: base, fence: base, base, patches: `${base}:patches` };
 }
 
+/**
+ * @internal The keys (base, patches) of a session's loop checkpoint, whose id is `loop:` and
+ * the JSON of `[owner, session]` (`src/server/loop-sessions.ts`): what a purge deletes.
+ */
+export function toLoopCheckpointKeys(
+  prefix: string,
+  key: SessionKey,
+): { readonly base: string; readonly patches: string } {
+  const { base, patches } = toCheckpointKeys(
+    prefix,
+    `loop:${JSON.stringify([key.ownerId, key.sessionId])}`,
+  );
+  return { base, patches };
+}
+
 /** @internal Options of {@link createRedisCheckpointStore}. */
 export interface RedisCheckpointStoreOptions {
   /** The connection (without `keyPrefix`). Never closed by the store. */

@@ -13,7 +13,8 @@
  * Two slots, so the order makes the index safe: the record is written first, the index after
  * (a listed session always has its record); a lost index write is repaired when the session's
  * lease is next taken (the loader writes the index again), and a list drops and removes an
- * entry whose record is gone or deleted.
+ * entry whose record is gone or deleted. A deleted session is listed for the purge
+ * (`redis-session-purge.ts`) before it leaves its owner's index, so it is always in one of them.
  *
  * @module
  * @internal
@@ -27,6 +28,7 @@ import { toSessionKeys } from './keys.js';
 import { toLoopSessionsKey } from './owner-keys.js';
 import { createOwnerIndex, fromIndexMember, toIndexMember } from './redis-owner-index.js';
 import { recordStoreFailed } from './redis-run-records.js';
+import { addDeletedSession } from './redis-session-purge.js';
 
 /** The meta hash field that holds the record. */
 const recordField = 'record';
@@ -85,7 +87,10 @@ async function syncIndexes(
       stored.mode === 'loop' ? redis.zadd(loops, stored.createdAt, loopMember(key)) : undefined,
     ]);
   } else {
+    // Listed for the purge before it leaves the index (issued in this order on one
+    // connection, which Redis applies in order): a deleted session is always in one of them.
     await Promise.all([
+      addDeletedSession(redis, keyPrefix, key, stored.deletedAt),
       index.remove(key.ownerId, key.sessionId, stored.createdAt),
       redis.zrem(loops, loopMember(key)),
     ]);
@@ -141,14 +146,24 @@ export function createSessionRecordReader(options: {
           pipeline.hget(metaOf(ownerId, fromIndexMember(member)), recordField);
         const replies = (await pipeline.exec()) ?? [];
         const stale: string[] = [];
+        const deleted: Array<Promise<void>> = [];
         members.forEach((member, i) => {
           const [error, json] = replies[i] ?? [new Error('no reply'), null];
           if (error !== null) throw recordStoreFailed('session records list', error.message, error);
-          const record = live(toStored(json as string | null));
-          if (record === undefined) stale.push(member);
-          else out.push(record);
+          const stored = toStored(json as string | null);
+          const record = live(stored);
+          if (record !== undefined) out.push(record);
+          else {
+            stale.push(member);
+            if (stored?.deletedAt !== undefined) {
+              const key = { ownerId, sessionId: stored.sessionId };
+              deleted.push(addDeletedSession(redis, keyPrefix, key, stored.deletedAt));
+            }
+          }
         });
-        if (stale.length > 0) await redis.zrem(sessions, ...stale); // repair: see the module
+        // Repair (see the module): a deleted session is listed for the purge before it leaves.
+        await Promise.all(deleted);
+        if (stale.length > 0) await redis.zrem(sessions, ...stale);
         if (members.length < want) break;
         max = `(${members[members.length - 1]!}`;
       }

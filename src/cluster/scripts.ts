@@ -13,11 +13,14 @@ import { InvalidArgumentError } from '../errors.js';
 /**
  * Grants the lease when nobody holds it: `INCR fence`, then `SET lease <instance>:<fence> NX PX`.
  * KEYS: lease, fence. ARGV: instance id, ttl in ms. Returns `{1, fence}` or `{0, holder}`.
+ * `PERSIST`: a purge leaves the fence of a purged session to expire (`redis-session-purge.ts`);
+ * a session made again under its id keeps the fence for good, so its fences only grow.
  */
 const acquireLua = `
 local holder = redis.call('GET', KEYS[1])
 if holder then return {0, holder} end
 local fence = redis.call('INCR', KEYS[2])
+redis.call('PERSIST', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. fence, 'NX', 'PX', ARGV[2])
 return {1, fence}
 `;

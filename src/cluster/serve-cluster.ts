@@ -23,6 +23,7 @@ import { getRedisDevToken } from './redis-dev-token.js';
 import { createRedisInbox } from './redis-inbox.js';
 import { createRedisRateBuckets, type ClusterRateBuckets } from './redis-rate-limit.js';
 import { createRedisRunRecords } from './redis-run-records.js';
+import { createRedisSessionPurge } from './redis-session-purge.js';
 import { createRedisSessionRecords } from './redis-session-records.js';
 import { createRedisSessionStore } from './redis-session-store.js';
 import { startSessionWatch, type SessionWatch } from './session-watch.js';
@@ -103,7 +104,7 @@ function acceptedCancels(command: SessionCommand, answer: unknown) {
     if (typeof result.run_id !== 'string') return [];
     const mode = (event.payload as { mode?: string } | undefined)?.mode;
     if (mode === 'interrupt') return []; // an interrupt ends the run as COMPLETED
-    const reason = (event.payload)?.reason ?? 'user.interrupt';
+    const reason = event.payload?.reason ?? 'user.interrupt';
     return [{ runId: result.run_id, reason }];
   });
 }
@@ -176,6 +177,13 @@ export async function openRedisServeStores(
         execute: (async (command: SessionCommand) => {
           const answer = await local.execute(command);
           const key = { ownerId: command.ownerId, sessionId: command.sessionId };
+          // Its runs have settled: nothing is left to drive, and the purge waits for the lease.
+          if (command.type === 'session.delete') {
+            void cluster.flushed(key).then(
+              () => cluster.release(key),
+              () => undefined,
+            );
+          }
           for (const { runId, reason } of acceptedCancels(command, answer)) {
             cluster.write(key, {
               op: 'run.merge',
@@ -258,12 +266,8 @@ export async function openRedisServeStores(
     idempotencyKeys: createMemoryIdempotencyKeys(),
     checkpoints,
     devToken: () => getRedisDevToken({ redis, keyPrefix: cluster.keyPrefix }),
-    createPurge: () => ({
-      // Deleted sessions' Redis data is not purged yet (docs/architecture.md, "Cluster on Redis").
-      deleted: () => [],
-      idleIn: () => ({ idle: [], next: undefined }),
-      purgeStep: () => true,
-    }),
+    createPurge: (onPurged) =>
+      createRedisSessionPurge({ redis, keyPrefix: cluster.keyPrefix, onPurged }),
     cluster: serveCluster,
     close: () => serveCluster.close(),
   };

@@ -152,7 +152,7 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
   const records = runs
     .listUnfinished()
     .filter((record) => record.ownerId === key.ownerId && record.sessionId === key.sessionId);
-  if (session === undefined || records.length === 0) {
+  if (records.length === 0) {
     const resumed = session?.mode === 'loop' && (await deps.service().loopSessions.resume(key));
     return { marked: [], requeued: [], busy: resumed === true };
   }
@@ -177,7 +177,8 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
     const at = runtime.clock.now();
     if (terminalRunStatuses.has(status)) {
       runs.finish(record.runId, loggedOutcome(status, ends.get(record.runId)), at);
-    } else if (session.mode === 'loop' || status === 'RUNNING') {
+    } else if (session === undefined || session.mode === 'loop' || status === 'RUNNING') {
+      // A deleted session's runs are marked too: its purge waits for them to end.
       await markLost(deps, key, record, status);
       marked.push(record.runId);
     } else {
@@ -186,7 +187,7 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
       requeued.push(record.runId);
     }
   }
-  const resumed = session.mode === 'loop' && (await deps.service().loopSessions.resume(key));
+  const resumed = session?.mode === 'loop' && (await deps.service().loopSessions.resume(key));
   return { marked, requeued, busy: requeued.length > 0 || resumed };
 }
 

@@ -112,7 +112,14 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
 
   const releaseIdle = async () => {
     const now = clock.now();
-    for (const key of cluster.heldSessions()) {
+    const held = cluster.heldSessions();
+    // Sessions lost meanwhile (their lease moved on): nothing of theirs is kept here.
+    const heldMembers = new Set(held.map(memberOf));
+    for (const member of [...listed.keys()]) if (!heldMembers.has(member)) listed.delete(member);
+    for (const member of [...lastEvent.keys()]) {
+      if (!heldMembers.has(member)) lastEvent.delete(member);
+    }
+    for (const key of held) {
       const member = memberOf(key);
       if (!listed.has(member)) touched(key);
       if (busyHere(key)) {

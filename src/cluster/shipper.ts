@@ -4,8 +4,12 @@
  * batches in one pipeline (one script call per batch), and acts on each answer:
  * - applied (or found already applied: a retry whose reply was lost) → acknowledged, next batch;
  * - refused (stale lease or fence, `seq` that does not follow) → the outbox stops, `onRefused`;
- * - a transient failure (connection, timeout) → the same batch again after a backoff, so the
- *   order is kept. The lease's local deadline ends the retries of a holder cut off from Redis.
+ * - a transient failure (connection, timeout, or Redis answering `NOSCRIPT`, `BUSY`, `LOADING`
+ *   and the like: {@link isTransientReply}) → the same batch again after a backoff, so the
+ *   order is kept. The lease's local deadline ends the retries of a holder cut off from Redis;
+ * - any other error Redis answers (a Lua runtime error: a key of the wrong type, say) would
+ *   fail the same way on every retry → the outbox stops with `STORE_FAILED` and `onRefused`
+ *   is told once (the instance loses the session), never retried.
  *
  * @module
  * @internal
@@ -15,6 +19,32 @@ import { createIdSequence } from '../ids.js';
 import type { ResolvedClusterOptions } from './cluster-options.js';
 import { encodeBatch, type ShippableOutbox } from './outbox.js';
 import type { ClusterScripts } from './scripts.js';
+
+/**
+ * Error codes Redis answers that a retry may get past: no script cached (`NOSCRIPT`), another
+ * script running (`BUSY`), a dataset loading (`LOADING`), a replica or cluster not ready
+ * (`MASTERDOWN`, `READONLY`, `TRYAGAIN`, `CLUSTERDOWN`), memory over `maxmemory` (`OOM`: checked
+ * before a script's first write, so nothing is written).
+ */
+const transientCodes = new Set([
+  'NOSCRIPT',
+  'BUSY',
+  'LOADING',
+  'MASTERDOWN',
+  'READONLY',
+  'TRYAGAIN',
+  'CLUSTERDOWN',
+  'OOM',
+]);
+
+/**
+ * @internal Whether a failed script call may succeed if sent again: every failure that is not
+ * an answer of Redis (the connection, a timeout), and the answers of {@link transientCodes}.
+ */
+export function isTransientReply(error: Error): boolean {
+  if (error.name !== 'ReplyError') return true;
+  return transientCodes.has(error.message.split(' ', 1)[0] ?? '');
+}
 
 /** @internal Ships outboxes; one per instance. */
 export interface Shipper {
@@ -68,12 +98,23 @@ export function createShipper(
   const settle = (outbox: ShippableOutbox, error: Error | null, reply: unknown) => {
     const batch = outbox.inFlight;
     if (outbox.stopped !== undefined || batch === undefined) return;
+    const { ownerId, sessionId } = outbox.key;
+    if (error !== null && !isTransientReply(error)) {
+      refuse(
+        outbox,
+        new RunplaneError(
+          'STORE_FAILED',
+          `Redis failed a batch of session ${sessionId}: ${error.message}`,
+          { cause: error },
+        ),
+      );
+      return;
+    }
     if (error !== null || !Array.isArray(reply)) {
       retryLater(outbox);
       return;
     }
     const [status, value] = reply as [string, number | string];
-    const { ownerId, sessionId } = outbox.key;
     if (status === 'ok' || (status === 'replayed' && value === batch.lastSeq)) {
       outbox.acknowledge();
       if (batch.lastSeq >= batch.firstSeq) onShipped(outbox, batch.lastSeq);

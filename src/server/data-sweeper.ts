@@ -13,11 +13,12 @@
 import { unrefTimer, type Clock } from '../clock.js';
 import type { SessionKey } from '../events/event-log.js';
 import type { SessionRecords } from '../stores/session-records.js';
-import type { SqliteSessionPurge } from '../stores/sqlite/session-purge.js';
+import type { SessionPurge } from '../stores/session-purge.js';
 
 /** Options of {@link createDataSweeper}. */
 export interface DataSweeperOptions {
-  readonly purge: SqliteSessionPurge;
+  /** The store's purge (SQLite's answers at once, a cluster's on Redis asynchronously). */
+  readonly purge: SessionPurge;
   readonly sessions: SessionRecords;
   /** The clock of ages and of the sweep interval (the runtime's). */
   readonly clock: Clock;
@@ -86,13 +87,15 @@ export function createDataSweeper(options: DataSweeperOptions): DataSweeper {
   let stopped = false;
   let timer: unknown;
 
-  const purgeOne = async (key: SessionKey): Promise<number> => {
+  /** Purges one session: its steps, and whether it is gone (not `busy`, nor cut by a stop). */
+  const purgeOne = async (key: SessionKey): Promise<{ steps: number; gone: boolean }> => {
     let steps = 0;
     for (;;) {
       steps++;
-      if (purge.purgeStep(key, batchSize)) return steps;
+      const result = await purge.purgeStep(key, batchSize);
+      if (result !== false) return { steps, gone: result === true };
       await yieldToRequests();
-      if (stopped) return steps;
+      if (stopped) return { steps, gone: false };
     }
   };
 
@@ -105,7 +108,7 @@ export function createDataSweeper(options: DataSweeperOptions): DataSweeper {
       // Window by window in key order: one query never scans every session.
       let after: SessionKey | undefined = { ownerId: '', sessionId: '' };
       while (after !== undefined && !stopped) {
-        const window = purge.idleIn(before, after, pageSize);
+        const window = await purge.idleIn(before, after, pageSize);
         for (const key of window.idle) {
           if (sessions.markDeleted(key.ownerId, key.sessionId, clock.now())) expired++;
         }
@@ -113,20 +116,22 @@ export function createDataSweeper(options: DataSweeperOptions): DataSweeper {
         await yieldToRequests();
       }
     }
-    for (let page = purge.deleted(pageSize); page.length > 0 && !stopped;) {
+    for (let page = await purge.deleted(pageSize); page.length > 0 && !stopped;) {
       let skipped = 0;
       for (const key of page) {
         if (options.skip?.(key) === true) {
           skipped++;
           continue;
         }
-        steps += await purgeOne(key);
+        const one = await purgeOne(key);
+        steps += one.steps;
         if (stopped) break;
-        purged++;
+        if (one.gone) purged++;
+        else skipped++; // busy: a later sweep tries again
       }
-      // Only sessions still settling are left: their deletion kicks the sweep again.
+      // Only sessions still settling (or busy) are left: a later sweep or a kick tries again.
       if (skipped === page.length) break;
-      page = purge.deleted(pageSize);
+      page = await purge.deleted(pageSize);
     }
     return { expired, purged, steps };
   };

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { RunplaneError } from '../errors.js';
+import { HistoryTooLargeError, RunplaneError } from '../errors.js';
 
 /** The `code` of an error answer. */
 export type HttpErrorCode =
@@ -18,6 +18,7 @@ export type HttpErrorCode =
   | 'invalid_query'
   | 'invalid_last_event_id'
   | 'payload_too_large'
+  | 'history_too_large'
   | 'unsupported_media_type'
   | 'too_many_streams'
   | 'too_many_hints'
@@ -58,6 +59,8 @@ export const statusOfCode: Readonly<
   invalid_query: 400,
   invalid_last_event_id: 400,
   payload_too_large: 413,
+  // A write would pass a bound of the stored conversation history (a cluster's, on Redis).
+  history_too_large: 413,
   unsupported_media_type: 415,
   too_many_streams: 429,
   too_many_hints: 429,
@@ -168,7 +171,9 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 
 /**
  * Maps any thrown value to an {@link HttpError}: a `RunplaneError` by its code, anything else
- * to `internal` (a bug: reported, never shown in detail).
+ * to `internal` (a bug: reported, never shown in detail). `HISTORY_TOO_LARGE` is 413
+ * `history_too_large` naming the bound passed: `limit` (`append` or `history`), `max_bytes`
+ * and `bytes`.
  *
  * @param error - what was thrown
  * @returns the error to answer with
@@ -198,6 +203,14 @@ export function toHttpError(error: unknown): HttpError {
         );
       case 'COMMAND_TIMEOUT':
         return new HttpError('command_timeout', error.message);
+      case 'HISTORY_TOO_LARGE':
+        return new HttpError(
+          'history_too_large',
+          error.message,
+          error instanceof HistoryTooLargeError
+            ? { limit: error.limit, max_bytes: error.maxBytes, bytes: error.bytes }
+            : {},
+        );
       default:
         break;
     }

@@ -26,10 +26,8 @@ import { createSqliteEventLog } from '../stores/sqlite/event-log.js';
 import { createSqliteIdempotencyKeys } from '../stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../stores/sqlite/inbox.js';
 import { createSqliteRunRecords } from '../stores/sqlite/run-records.js';
-import {
-  createSqliteSessionPurge,
-  type SqliteSessionPurge,
-} from '../stores/sqlite/session-purge.js';
+import { createSqliteSessionPurge } from '../stores/sqlite/session-purge.js';
+import type { SessionPurge } from '../stores/session-purge.js';
 import { createSqliteSessionRecords } from '../stores/sqlite/session-records.js';
 import { createSqliteSessionStore } from '../stores/sqlite/session-store.js';
 import {
@@ -54,7 +52,7 @@ export interface ServeStores {
   /** The dev token of these stores (owner `dev`): created on first use, the same on every later start. */
   devToken(): string | Promise<string>;
   /** The background sweep's purge of deleted sessions; `onPurged` runs after each session's data is gone. */
-  createPurge(onPurged: (key: SessionKey) => void): SqliteSessionPurge;
+  createPurge(onPurged: (key: SessionKey) => void): SessionPurge;
   /**
    * Set for a cluster on Redis: how the instance joins the others (`src/cluster/serve-cluster.ts`).
    * @default undefined (a single instance)

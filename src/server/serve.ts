@@ -268,6 +268,12 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       `expected \`retentionDays\` to be a positive number of days, got ${String(options.retentionDays)}`,
     );
   }
+  if (options.redis !== undefined && options.retentionDays !== undefined) {
+    throw new InvalidArgumentError(
+      'retentionDays',
+      'expected no `retentionDays` with `redis`: a cluster does not expire idle sessions yet (README "Cluster")',
+    );
+  }
   const observability = createServeObservability(options);
   const stores: ServeStores =
     options.redis === undefined
@@ -321,8 +327,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const sweep = createDataSweeper({
       purge: stores.createPurge((key) => {
         eventLog.forget(key);
-        // A purged loop session's loop and checkpoint go with it.
-        service?.loopSessions.remove(key).catch(reportError);
+        // A purged loop session's loop and checkpoint go with it (a cluster's purge deleted
+        // the checkpoint, and its loop ended with its lease).
+        if (cluster === undefined) service?.loopSessions.remove(key).catch(reportError);
       }),
       sessions,
       clock: runtime.clock,

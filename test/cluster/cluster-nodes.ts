@@ -50,6 +50,10 @@ export interface NodeOptions {
     readonly redis?: ClusterInstanceOptions['redis'];
   };
   readonly access?: Omit<ClusterSessionAccessOptions, 'cluster' | 'local' | 'runtime'>;
+  /** The agent of every run. @default one that runs until cancelled, recording its inputs */
+  readonly agent?: Agent<string, unknown>;
+  /** The runtime's global slot bound (`maxConcurrentRuns`). @default unlimited */
+  readonly maxConcurrentRuns?: number;
 }
 
 /**
@@ -84,6 +88,7 @@ export function useClusterNodes() {
     const started: string[] = [];
     const runtime = createRuntime({
       unwindTimeoutMs: 1_000,
+      maxConcurrentRuns: options.maxConcurrentRuns,
       stores: {
         eventLog: cluster.eventLog,
         sessionStore: createSqliteSessionStore({ database }),
@@ -95,7 +100,7 @@ export function useClusterNodes() {
     let access: ClusterSessionAccess | undefined;
     const service = createServiceApp({
       runtime,
-      agent: blockingAgent(started),
+      agent: options.agent ?? blockingAgent(started),
       sessions,
       runs: createRedisRunRecords(cluster),
       authenticate: createTokenAuthenticator(new Map()),

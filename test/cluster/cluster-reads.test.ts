@@ -5,6 +5,7 @@
  * owner's idempotency keys), and every answer equals the holder's own.
  */
 import { describe, expect, it } from 'vitest';
+import { toDeletedSessionsKey } from '../../src/cluster/owner-keys.js';
 import type { RunplaneEvent, SessionKey } from '../../src/events/event-log.js';
 import { HttpError } from '../../src/server/http-error.js';
 import { skipRedis } from '../redis/redis-server.js';
@@ -184,6 +185,10 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
       expect(await readsOn(reader, [runId], 'bob')).toEqual(nothing); // another owner: nothing
     }
     expect(await c.access.execute({ type: 'session.delete', ...key })).toBeNull();
+    // Listed for the purge before the delete answered (no wait): any instance's sweep finds it.
+    expect(await scene.admin.zrange(toDeletedSessionsKey(scene.keyPrefix), 0, -1)).toEqual([
+      JSON.stringify([key.ownerId, key.sessionId]),
+    ]);
     for (const reader of [a, b, c]) {
       const reads = await readsOn(reader, [runId]);
       expect(reads.session).toBeUndefined();

@@ -38,10 +38,13 @@ const reasonOf = (error: unknown) => [
 describe.skipIf(skipRedis)('the cluster record stores', () => {
   const cluster = useCluster();
 
-  /** Instance A holds the session (lease TTL 150 ms, still clock: it never renews); B waits. */
+  /**
+   * Instance A holds the session and writes; then its lease expires in Redis (still clock: A
+   * never renews, so it still believes it holds the session) and B takes it.
+   */
   const takeover = async () => {
     const scene = cluster.scene(key);
-    const a = scene.instance('A', { leaseTtlMs: 150 });
+    const a = scene.instance('A');
     const b = scene.instance('B');
     const stores = (instance: typeof a) => ({
       runs: createRedisRunRecords(instance),
@@ -59,6 +62,8 @@ describe.skipIf(skipRedis)('the cluster record stores', () => {
     atA.runs.setStatus('r1', 'RUNNING', 3);
     await a.flushed(key);
     await atA.checkpoints.set({}, loopCheckpoint, bytes('base by A'));
+    // The lease expires now (Redis's own expiry), once A's writes are in: no TTL to race.
+    await scene.admin.pexpire(scene.keys.lease, 1);
     await pollUntil(
       async () => (await scene.admin.exists(scene.keys.lease)) === 0,
       'the lease to expire',

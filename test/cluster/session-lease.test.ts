@@ -37,10 +37,12 @@ describe.skipIf(skipRedis)('session leases', () => {
   it('refuses a live lease to a second instance, and grants a larger fence once it expired', async () => {
     const { keys, admin, instance } = cluster.scene(key);
     // A's clock never moves: it neither renews nor reaches its deadline (a paused holder).
-    const a = instance('A', { leaseTtlMs: 150 });
+    const a = instance('A');
     const b = instance('B', { leaseTtlMs: 1_000 });
     expect(await a.acquire(key)).toEqual({ acquired: true, fence: 1 });
     expect(await b.acquire(key)).toEqual({ acquired: false, holder: 'A:1' });
+    // The lease expires now (Redis's own expiry), not after a TTL the refusal above would race.
+    await admin.pexpire(keys.lease, 1);
     await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to expire');
     expect(await b.acquire(key)).toEqual({ acquired: true, fence: 2 });
     expect(b.fenceOf(key)).toBe(2);

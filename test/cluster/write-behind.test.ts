@@ -5,9 +5,11 @@
  */
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import type { SimulatedClock } from 'xstate';
 import { toSessionKeys, type SessionKeys } from '../../src/cluster/keys.js';
 import { toBatchKeys } from '../../src/cluster/outbox.js';
 import { defineClusterScripts } from '../../src/cluster/scripts.js';
+import { isTransientReply } from '../../src/cluster/shipper.js';
 import type { RunplaneError } from '../../src/errors.js';
 import type { SessionKey } from '../../src/events/event-log.js';
 import { skipRedis } from '../redis/redis-server.js';
@@ -90,11 +92,13 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
 
   it("refuses a stale holder's batch with STALE_FENCE and leaves Stream and records untouched", async () => {
     const { keys, admin, lost, instance } = cluster.scene(key);
-    const a = instance('A', { leaseTtlMs: 150 }); // its clock is still: no renew, no deadline
+    const a = instance('A'); // its clock is still: no renew, no deadline
     const b = instance('B');
     await a.acquire(key);
     a.eventLog.append({}, key, { type: 'a.first', at: 1 });
     await a.flushed(key);
+    // The lease expires now (Redis's own expiry), once A's first batch is in: no TTL to race.
+    await admin.pexpire(keys.lease, 1);
     await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to expire');
     expect(await b.acquire(key)).toEqual({ acquired: true, fence: 2 });
     expect(b.eventLog.lastSeq({}, key)).toBe(1); // the mirror was loaded from Redis
@@ -214,6 +218,65 @@ describe.skipIf(skipRedis)('the fenced write-behind', () => {
     const calls = await commandCalls(admin);
     expect((calls.evalsha ?? 0) + (calls.eval ?? 0)).toBeGreaterThan(2); // at least one retry
     expect(calls.xadd).toBe(6);
+  });
+
+  it('stops a session whose batch the script fails on (not transient): STORE_FAILED once, no retry', async () => {
+    const { keys, admin, lost, instance } = cluster.scene(key);
+    const a = instance('A', { retry: { minMs: 5, maxMs: 20 } }); // simulated clock: we drive it
+    await a.acquire(key);
+    a.eventLog.append({}, key, { type: 'before', at: 0 });
+    await a.flushed(key);
+    // A key of the wrong type where the batch appends its events: XADD fails inside the script.
+    await admin.del(keys.events);
+    await admin.set(keys.events, 'not a stream');
+    await admin.config('RESETSTAT');
+    a.eventLog.append({}, key, { type: 't1', at: 1 });
+    const failed = await a.flushed(key).catch((error: unknown) => error);
+    expect((failed as RunplaneError).code).toBe('STORE_FAILED');
+    expect((failed as Error).message).toMatch(/WRONGTYPE/);
+    expect(lost.map((error) => error.code)).toEqual(['STORE_FAILED']);
+    expect(a.fenceOf(key)).toBeUndefined();
+    await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to be released');
+    // No retry: past many backoffs of the simulated clock, the script was called once.
+    for (let i = 0; i < 10; i++) {
+      (a.clock as SimulatedClock).increment(20);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // One failed batch (every attempt would be a WRONGTYPE), and one script call besides it:
+    // the lease's release.
+    expect(await admin.info('errorstats')).toMatch(/^errorstat_WRONGTYPE:count=1\r?$/m);
+    const calls = await commandCalls(admin);
+    expect((calls.evalsha ?? 0) + (calls.eval ?? 0)).toBe(2);
+    expect(lost).toHaveLength(1);
+    expect(await admin.get(keys.seq)).toBe('1');
+  });
+
+  it("tells Redis's transient answers from the rest by their real replies", async () => {
+    const admin = cluster.admin();
+    const failure = (call: Promise<unknown>) =>
+      call.then(
+        () => undefined,
+        (error: Error) => error,
+      );
+    const noScript = await failure(admin.evalsha('0'.repeat(40), 0));
+    await admin.set('wt:string', 'not a stream');
+    const wrongType = await failure(
+      admin.eval("return redis.call('XADD', KEYS[1], '*', 'e', 1)", 1, 'wt:string'),
+    );
+    const luaError = await failure(admin.eval('return nil + 1', 0));
+    expect([noScript, wrongType, luaError].map((error) => error?.name)).toEqual([
+      'ReplyError',
+      'ReplyError',
+      'ReplyError',
+    ]);
+    expect(isTransientReply(noScript!)).toBe(true);
+    expect(isTransientReply(wrongType!)).toBe(false);
+    expect(isTransientReply(luaError!)).toBe(false);
+    const closed = cluster.connect();
+    await closed.quit();
+    const connection = await failure(closed.get('x'));
+    expect(connection).toBeInstanceOf(Error);
+    expect(isTransientReply(connection!)).toBe(true);
   });
 
   it('ships a write group in one batch, whole even past the batch bound, and nothing of it while open', async () => {

@@ -1,10 +1,12 @@
 /**
  * Limits and hostile input, in memory: the 1 MiB body limit (413), malformed input never
- * answering 500 (a table and a fast-check property), and draining (503 for new work).
+ * answering 500 (a table and a fast-check property), draining (503 for new work), and a history
+ * bound of the store (413 `history_too_large`).
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RunplaneError } from '../../src/errors.js';
+import { HistoryTooLargeError, RunplaneError } from '../../src/errors.js';
+import { HttpError, toHttpError } from '../../src/server/http-error.js';
 import type { EventLog } from '../../src/events/event-log.js';
 import { gatedAgent } from '../helpers.js';
 import { BOB, createTestService } from './helpers.js';
@@ -23,6 +25,45 @@ async function expectError(response: Response, status: number, code?: string) {
   expect(typeof body.error?.message).toBe('string');
   if (code !== undefined) expect(body.error?.code).toBe(code);
 }
+
+describe('history bound', () => {
+  /**
+   * A cluster's session store refuses a write past its history bounds with
+   * `HistoryTooLargeError`; a command that meets it is refused through the session access, the
+   * seam a cluster plugs in (`ServiceOptions.sessionAccess`), on this instance (`thrown`) or,
+   * as a refusal carried over the command Stream, as data (`carried`).
+   */
+  for (const via of ['thrown', 'carried'] as const) {
+    it(`answers 413 history_too_large naming the bound, not 500 (${via})`, async () => {
+      const refusal = new HistoryTooLargeError('alice', 's', 'history', 67_108_864, 67_200_000);
+      t = createTestService({
+        sessionAccess: (local) => ({
+          ...local,
+          execute: async (command) => {
+            if (command.type !== 'session.apply_events') return local.execute(command);
+            if (via === 'thrown') throw refusal;
+            throw HttpError.fromData(JSON.parse(JSON.stringify(toHttpError(refusal).toData())));
+          },
+        }),
+      });
+      const id = await t.createSession();
+      const response = await t.request('POST', `/api/sessions/${id}/events`, {
+        body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
+      });
+      expect(response.status).toBe(413);
+      expect(await response.json()).toEqual({
+        error: {
+          code: 'history_too_large',
+          message: refusal.message,
+          limit: 'history',
+          max_bytes: 67_108_864,
+          bytes: 67_200_000,
+        },
+      });
+      expect(t.reported).toEqual([]); // a client's bound, not a fault to report
+    });
+  }
+});
 
 describe('body limit', () => {
   it('answers 413 payload_too_large past 1 MiB, and takes a body just under it', async () => {

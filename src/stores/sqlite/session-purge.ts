@@ -14,6 +14,7 @@ import type Database from 'better-sqlite3';
 import { InvalidArgumentError } from '../../errors.js';
 import { storeOperations } from './database.js';
 import type { SessionKey } from '../../events/event-log.js';
+import type { SessionPurge } from '../session-purge.js';
 
 /** Options of {@link createSqliteSessionPurge}. */
 export interface SqliteSessionPurgeOptions {
@@ -28,8 +29,8 @@ export interface SqliteSessionPurgeOptions {
   readonly onPurged?: (key: SessionKey) => void;
 }
 
-/** A session's data, deleted step by step. */
-export interface SqliteSessionPurge {
+/** A session's data, deleted step by step (synchronous: the {@link SessionPurge} of SQLite). */
+export interface SqliteSessionPurge extends SessionPurge {
   /** Sessions marked deleted whose data is not gone yet, earliest deletion first. @returns at most `limit` */
   deleted(limit: number): SessionKey[];
   /**
