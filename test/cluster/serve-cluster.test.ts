@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { skipRedis } from '../redis/redis-server.js';
+import { client } from '../server/process-helpers.js';
 import {
   checkStream,
   createSession,
@@ -268,5 +269,26 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     });
     await expectCleanTakeover(world, [a, b, c], sessionId, runId);
     follower.close();
+  });
+
+  it('without --tokens, every instance serves the one dev token it finds in Redis', async () => {
+    const world = cluster();
+    const [d1, d2] = await Promise.all([
+      world.start({ id: 'dev-1', tokens: false }),
+      world.start({ id: 'dev-2', tokens: false }),
+    ]);
+    const tokenOf = (node: ServeNode) =>
+      /dev token \(owner "dev"\): (\S+)/.exec(node.process.output())?.[1];
+    const token = tokenOf(d1);
+    expect(token).toMatch(/^rp_dev_/);
+    expect(tokenOf(d2)).toBe(token);
+    const created = await client(d1.url, token ?? '')('POST', '/api/sessions', {});
+    expect(created.status).toBe(201);
+    const read = await client(d2.url, token ?? '')(
+      'GET',
+      `/api/sessions/${created.body.session_id as string}`,
+    );
+    expect(read).toMatchObject({ status: 200, body: { session_id: created.body.session_id } });
+    await Promise.all([d1.kill(), d2.kill()]);
   });
 });
