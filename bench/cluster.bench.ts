@@ -183,6 +183,7 @@ async function throughput(world: ServeCluster, count: number, sessions: number, 
         } catch (error) {
           // Counted, not retried: a refusal (503 session_moved, say) is part of the figure.
           const code = /"code":"(\w+)"/.exec(String(error))?.[1] ?? 'other';
+          if (process.env.BENCH_CLUSTER_VERBOSE !== undefined) console.error(String(error));
           refusals[code] = (refusals[code] ?? 0) + 1;
         }
       }
@@ -198,6 +199,12 @@ async function throughput(world: ServeCluster, count: number, sessions: number, 
   }
   const elapsedMs = performance.now() - t0;
   const cpuAfter = pids.map(cpuSeconds);
+  if (process.env.BENCH_CLUSTER_VERBOSE !== undefined) {
+    for (const node of nodes) {
+      const lost = node.process.output().match(/^runplane serve: lost session .*$/gm) ?? [];
+      console.error(`${node.id}: ${lost.length} lost-session lines`, lost.slice(0, 3));
+    }
+  }
   const client = process.cpuUsage(clientBefore);
   let completed = 0;
   let intact = 0;
@@ -229,6 +236,9 @@ async function throughput(world: ServeCluster, count: number, sessions: number, 
     clientCpuS: round((client.user + client.system) / 1e6),
   };
 }
+
+const refusalDetail = (prefix: string, refusals: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(Object.entries(refusals).map(([code, n]) => [`${prefix}Refused_${code}`, n]));
 
 /** The cluster suite's figures (see the module docs for what each measures). */
 export async function clusterFigures(): Promise<Figure[]> {
@@ -329,6 +339,8 @@ export async function clusterFigures(): Promise<Figure[]> {
           threeClientCpuS: three.clientCpuS,
           oneRefusedRequests: one.refused,
           threeRefusedRequests: three.refused,
+          ...refusalDetail('one', one.refusals),
+          ...refusalDetail('three', three.refusals),
           oneCompletedRuns: one.completed,
           threeCompletedRuns: three.completed,
           oneIntactSessions: one.intact,
