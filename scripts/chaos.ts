@@ -265,10 +265,8 @@ try {
     const inStream = await checkStream(world, sessionId);
     streamProblems += inStream.length;
     problems.push(...inStream.map((p) => `${sessionId}: ${p}`));
-    const api = await reader.api('GET', `/api/sessions/${sessionId}/events?limit=1000`);
-    const ids = new Map(
-      (api.body.events as Array<{ seq: number; id: string }>).map((e) => [e.seq, e.id]),
-    );
+    // From the Stream itself: an HTTP page holds at most 1,000 events.
+    const ids = new Map(stored.map((e) => [e.seq, e.id]));
     const events = seen.get(sessionId) ?? [];
     events.forEach((event, i) => {
       if (ids.get(event.seq) !== event.id) {

@@ -71,6 +71,8 @@ export interface LeaseView {
 export interface StoredEvent {
   readonly streamId: string;
   readonly seq: number;
+  /** The event's id (what a client reads as `id` in its JSON). */
+  readonly id: string;
   readonly type: string;
   readonly runId: string | undefined;
   readonly payload: Record<string, unknown>;
@@ -245,6 +247,7 @@ export function createServeCluster(
       return entries.map(([streamId, fields]) => {
         const event = JSON.parse(fields[1] ?? 'null') as {
           seq: number;
+          id: string;
           type: string;
           runId?: string;
           payload: Record<string, unknown>;
@@ -252,6 +255,7 @@ export function createServeCluster(
         return {
           streamId,
           seq: event.seq,
+          id: event.id,
           type: event.type,
           runId: event.runId,
           payload: event.payload,
