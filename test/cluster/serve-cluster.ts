@@ -367,7 +367,7 @@ export function waitForLine(
 }
 
 /** The run statuses a run ends in. */
-export const terminalStatuses: ReadonlySet<string> = new Set(['COMPLETED', 'FAILED', 'CANCELLED']);
+const terminalStatuses: ReadonlySet<string> = new Set(['COMPLETED', 'FAILED', 'CANCELLED']);
 
 /** The run's record once it has ended (polled on `node`). */
 export function waitForRunEnd(
