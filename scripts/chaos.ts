@@ -257,6 +257,7 @@ try {
   let staleWrites = 0;
   let notDurable = 0;
   let unended = 0;
+  let stillWriting = 0;
   let streamProblems = 0;
   let storedEvents = 0;
   for (const sessionId of sessions) {
@@ -303,6 +304,14 @@ try {
         );
       }
     }
+    // At rest nothing writes: a seq that still moves is a run nobody shows (or a late writer).
+    const later = await world.storedLog(sessionId);
+    if (later.seqKey !== stored.length) {
+      stillWriting++;
+      problems.push(
+        `${sessionId}: at rest, its seq still moved from ${stored.length} to ${later.seqKey}`,
+      );
+    }
     for (const runId of accepted.get(sessionId) ?? []) {
       if (!stored.some((e) => e.type === 'user.message' && e.runId === runId)) notDurable++;
     }
@@ -319,11 +328,14 @@ try {
     staleWritesAccepted: staleWrites,
     acceptedNotDurable: notDurable,
     runsWithoutEnd: unended,
+    sessionsStillWritingAtRest: stillWriting,
     problems: problems.slice(0, 20),
   };
   console.log(JSON.stringify(report, null, 2));
   process.exitCode =
-    lostSeen + streamProblems + clientGaps + staleWrites + notDurable + unended === 0 ? 0 : 1;
+    lostSeen + streamProblems + clientGaps + staleWrites + notDurable + unended + stillWriting === 0
+      ? 0
+      : 1;
 } finally {
   stopping = true;
   await world.close();

@@ -119,6 +119,8 @@ export interface ServeCluster {
   fence(sessionId: string): Promise<number>;
   /** The session's event Stream, whole, in order. */
   storedEvents(sessionId: string): Promise<StoredEvent[]>;
+  /** The session's event Stream and its `seq` key, read in one transaction. */
+  storedLog(sessionId: string): Promise<{ events: StoredEvent[]; seqKey: number }>;
   /** Kills every instance (resuming a paused one first), closes proxies and the admin connection. */
   close(): Promise<void>;
 }
@@ -243,24 +245,37 @@ export function createServeCluster(
       return Number((await admin.get(keys(sessionId).fence)) ?? 0);
     },
     async storedEvents(sessionId) {
-      const entries = await admin.xrange(keys(sessionId).events, '-', '+');
-      return entries.map(([streamId, fields]) => {
-        const event = JSON.parse(fields[1] ?? 'null') as {
-          seq: number;
-          id: string;
-          type: string;
-          runId?: string;
-          payload: Record<string, unknown>;
-        };
-        return {
-          streamId,
-          seq: event.seq,
-          id: event.id,
-          type: event.type,
-          runId: event.runId,
-          payload: event.payload,
-        };
-      });
+      return (await this.storedLog(sessionId)).events;
+    },
+    async storedLog(sessionId) {
+      const { events, seq } = keys(sessionId);
+      // One transaction: the Stream and the seq key as of the same moment.
+      const [entries, seqText] = await admin
+        .multi()
+        .xrange(events, '-', '+')
+        .get(seq)
+        .exec()
+        .then(toPair);
+      return {
+        seqKey: Number(seqText ?? 0),
+        events: (entries as Array<[string, string[]]>).map(([streamId, fields]) => {
+          const event = JSON.parse(fields[1] ?? 'null') as {
+            seq: number;
+            id: string;
+            type: string;
+            runId?: string;
+            payload: Record<string, unknown>;
+          };
+          return {
+            streamId,
+            seq: event.seq,
+            id: event.id,
+            type: event.type,
+            runId: event.runId,
+            payload: event.payload,
+          };
+        }),
+      };
     },
     async close() {
       for (const node of nodes) {
@@ -429,7 +444,7 @@ export async function interruptRun(
  * a repeat, and the `seq` key equal to the last. Returns the problems found (empty: whole).
  */
 export async function checkStream(cluster: ServeCluster, sessionId: string): Promise<string[]> {
-  const events = await cluster.storedEvents(sessionId);
+  const { events, seqKey } = await cluster.storedLog(sessionId);
   const problems: string[] = [];
   events.forEach((event, i) => {
     if (event.seq !== i + 1) problems.push(`entry ${i} has seq ${event.seq}, expected ${i + 1}`);
@@ -437,7 +452,6 @@ export async function checkStream(cluster: ServeCluster, sessionId: string): Pro
       problems.push(`seq ${event.seq} is stored at Stream id ${event.streamId}`);
     }
   });
-  const seqKey = Number((await cluster.admin.get(cluster.keys(sessionId).seq)) ?? 0);
   if (seqKey !== events.length) {
     problems.push(`the seq key says ${seqKey}, the Stream holds ${events.length}`);
   }
