@@ -125,13 +125,6 @@ async function load(sessionId: string) {
   while (!stopping) {
     const node = pick(alive());
     try {
-      if (last !== undefined && random() < 0.2) {
-        const answer = await post(node, sessionId, [
-          { type: 'user.interrupt', payload: { run_id: last } },
-        ]);
-        const results = answer.body.results as Array<{ result: string }> | undefined;
-        if (results?.[0]?.result === 'accepted') counts.cancelsAccepted++;
-      }
       const text = random() < 0.3 ? 'tell me about runplane' : `what is ${runs.size} + 1?`;
       const answer = await post(node, sessionId, [{ type: 'user.message', payload: { text } }]);
       const results = answer.body.results as Array<{ run_id: string }> | undefined;
@@ -139,6 +132,14 @@ async function load(sessionId: string) {
         last = results[0].run_id;
         runs.add(last);
         counts.messagesAccepted++;
+        if (random() < 0.25) {
+          // An exact cancel of the run just accepted, from another random instance.
+          const cancel = await post(pick(alive()), sessionId, [
+            { type: 'user.interrupt', payload: { run_id: last } },
+          ]);
+          const results = cancel.body.results as Array<{ result: string }> | undefined;
+          if (results?.[0]?.result === 'accepted') counts.cancelsAccepted++;
+        }
         // Paced by the log: the next message once this run has ended (or after a bound).
         await waitFor(
           () =>
