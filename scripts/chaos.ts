@@ -234,13 +234,20 @@ try {
   nodes = await world.ready(3);
   stopping = true;
   const reader = nodes[0]!;
+  const notAtRest: string[] = [];
   for (const sessionId of sessions) {
     await waitFor(
       async () =>
         (await reader.api('GET', `/api/sessions/${sessionId}`)).body.status === 'idle' || undefined,
       `session ${sessionId} at rest`,
       60_000,
-    );
+    ).catch(async () => {
+      const view = await reader.api('GET', `/api/sessions/${sessionId}`);
+      const lease = await world.lease(sessionId);
+      notAtRest.push(
+        `${sessionId}: not at rest 60 s after the chaos (${JSON.stringify(view.body)}; lease ${JSON.stringify(lease)})`,
+      );
+    });
     // Its follower has read the whole log before it is closed.
     const last = (await world.storedEvents(sessionId)).length;
     await waitFor(
@@ -252,7 +259,7 @@ try {
   }
   await Promise.all(workers);
 
-  const problems: string[] = [];
+  const problems: string[] = [...notAtRest];
   let lostSeen = 0;
   let clientGaps = 0;
   let staleWrites = 0;
@@ -330,11 +337,20 @@ try {
     acceptedNotDurable: notDurable,
     runsWithoutEnd: unended,
     sessionsStillWritingAtRest: stillWriting,
+    sessionsNotAtRest: notAtRest.length,
     problems: problems.slice(0, 20),
   };
   console.log(JSON.stringify(report, null, 2));
   process.exitCode =
-    lostSeen + streamProblems + clientGaps + staleWrites + notDurable + unended + stillWriting === 0
+    lostSeen +
+      streamProblems +
+      clientGaps +
+      staleWrites +
+      notDurable +
+      unended +
+      stillWriting +
+      notAtRest.length ===
+    0
       ? 0
       : 1;
 } finally {
