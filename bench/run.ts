@@ -15,8 +15,9 @@
  *
  * Suites: lifecycle, cancel, concurrent, session-curve, turnloop, checkpoint,
  * checkpoint-incremental, memory, heap, serve-latency, serve-fanout, serve-sessions,
- * serve-hostile, retention, telemetry, run-steps. `BENCH_HEAP_SESSIONS` shrinks the heap suite for a
- * quick check (default 100,000 sessions × 10 runs).
+ * serve-hostile, retention, telemetry, run-steps, cluster. `BENCH_HEAP_SESSIONS` shrinks the
+ * heap suite for a quick check (default 100,000 sessions × 10 runs); `BENCH_CLUSTER_ROUNDS`,
+ * `BENCH_CLUSTER_FAILOVERS` and `BENCH_CLUSTER_SESSIONS` shrink the cluster suite.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,6 +58,8 @@ const suites: Record<string, Suite> = {
   telemetry: async () => (await import('./telemetry.bench.js')).telemetryOverhead(),
   // A no-op run counted, beside bare XState: XState steps, actions, actors, promises, heap bytes.
   'run-steps': async () => (await import('./run-steps.bench.js')).runStepFigures(),
+  // Issue 20: three `runplane serve --redis` processes over one private redis-server.
+  cluster: async () => (await import('./cluster.bench.js')).clusterFigures(),
 };
 
 /** Node flags a suite's process needs beyond this script's own. */

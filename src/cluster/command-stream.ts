@@ -88,9 +88,13 @@ export async function readCommands(
     [string, string[]]
   >;
   return entries.map(([id, fields]) => {
+    // Name/value pairs: a value may equal a name (an instance called "c"), so only even
+    // positions are names.
     const field = (name: string) => {
-      const at = fields.indexOf(name);
-      return at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined;
+      for (let at = 0; at + 1 < fields.length; at += 2) {
+        if (fields[at] === name) return fields[at + 1];
+      }
+      return undefined;
     };
     return {
       id,

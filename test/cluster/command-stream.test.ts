@@ -108,6 +108,20 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     expect((gone as HttpError).toData()).toMatchObject({ code: 'not_found' });
   });
 
+  it('reads an entry by its field names, whatever its values: a sender named "c", "r" or "i"', async () => {
+    const scene = cluster.scene(key);
+    const a = node(scene, 'A');
+    await a.access.execute(createCommand(key));
+    // Found by `runplane serve --redis --instance-id c`: the entry's fields are
+    // [r, <id>, i, c, c, <json>], and a search for the name "c" found the value first.
+    for (const name of ['c', 'r', 'i']) {
+      const sender = node(scene, name);
+      const sent = await sender.access.execute(messageCommand(key, `from ${name}`));
+      expect(sent.results[0]).toMatchObject({ type: 'user.message', result: 'accepted' });
+    }
+    expect(await loggedMessages(a)).toEqual(['from c', 'from r', 'from i']);
+  });
+
   it('answers a command on its holder once its effect is in Redis', async () => {
     const scene = cluster.scene(key);
     const a = node(scene, 'A');

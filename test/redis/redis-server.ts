@@ -57,7 +57,7 @@ function freePort(): Promise<number> {
  *
  * @throws Error when the server exits or prints no readiness line within `startTimeoutMs`
  */
-async function startPrivateRedis(startTimeoutMs = 20_000): Promise<PrivateRedis> {
+export async function startPrivateRedis(startTimeoutMs = 20_000): Promise<PrivateRedis> {
   // A port found free can be taken before the server binds it: try a few.
   for (let attempt = 1; ; attempt += 1) {
     const port = await freePort();

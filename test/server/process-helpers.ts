@@ -41,24 +41,31 @@ export interface ServerProcess {
   readonly url: string;
   /** Everything the process printed on stdout so far. */
   readonly output: () => string;
+  /** Everything the process printed on stderr so far. */
+  readonly errors: () => string;
   /** Resolves with the exit code and signal once the process has exited. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /**
  * Starts `runplane serve` with `args` (and `options.nodeArgs` for node itself, e.g.
- * `--max-old-space-size=256`); resolves once it prints its URL.
+ * `--max-old-space-size=256`); resolves once it prints its URL. The process inherits no
+ * `RUNPLANE_*` or `OPENAI_*` variable but those in `options.env`.
  *
  * @throws when the process exits before listening (its output is in the message)
  */
 export function spawnServer(
   args: readonly string[],
-  options: { readonly nodeArgs?: readonly string[] } = {},
+  options: {
+    readonly nodeArgs?: readonly string[];
+    readonly env?: Readonly<Record<string, string>>;
+  } = {},
 ): Promise<ServerProcess> {
   const env = { ...process.env };
   for (const name of Object.keys(env)) {
     if (name.startsWith('RUNPLANE_') || name.startsWith('OPENAI_')) delete env[name];
   }
+  Object.assign(env, options.env);
   const child = spawn(
     process.execPath,
     [...(options.nodeArgs ?? []), '--import', 'tsx', 'src/cli.ts', 'serve', '--port', '0', ...args],
@@ -75,7 +82,9 @@ export function spawnServer(
     child.stdout.on('data', (chunk: string) => {
       stdout += chunk;
       const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1];
-      if (url !== undefined) resolve({ child, url, output: () => stdout, exited });
+      if (url !== undefined) {
+        resolve({ child, url, output: () => stdout, errors: () => stderr, exited });
+      }
     });
     child.stderr.on('data', (chunk: string) => (stderr += chunk));
     void exited.then(({ code, signal }) =>
