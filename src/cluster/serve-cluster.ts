@@ -10,13 +10,14 @@
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { RunplaneError, StaleFenceError } from '../errors.js';
-import type { SessionKey } from '../events/event-log.js';
+import { toSessionKeyString, type SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { ServeStores } from '../server/serve-stores.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess } from '../server/session-access.js';
 import { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 import { createClusterInstance, type ClusterInstance } from './cluster-instance.js';
+import type { LiveStateSource } from './live-state.js';
 import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
 import { createRedisCheckpointStore } from './redis-checkpoint-store.js';
 import { getRedisDevToken } from './redis-dev-token.js';
@@ -75,6 +76,41 @@ export interface ServeCluster {
   drain(): Promise<void>;
   /** Releases every lease still held (after the runtime's shutdown), then closes the access. */
   close(): Promise<void>;
+}
+
+/**
+ * The runtime as the live state reads it, the runs a drain handed on still queued (after the
+ * runtime's own, which a drain no longer starts).
+ */
+function withHandedOffRuns(
+  runtime: Runtime,
+  handedOff: ReadonlyMap<string, string[]>,
+): LiveStateSource {
+  return {
+    onEvent: (listener) => runtime.onEvent(listener),
+    pendingApprovals: (ownerId, sessionId) => runtime.pendingApprovals(ownerId, sessionId),
+    session(ownerId, sessionId) {
+      const handle = runtime.session(ownerId, sessionId);
+      const handed = handedOff.get(toSessionKeyString({ ownerId, sessionId }));
+      if (handed === undefined) return handle;
+      return {
+        ownerId,
+        sessionId,
+        get activeRunId() {
+          return handle.activeRunId;
+        },
+        get queuedRunIds() {
+          return [...handle.queuedRunIds, ...handed];
+        },
+        get busy() {
+          return true;
+        },
+        interrupt: (message) => handle.interrupt(message),
+        cancelAll: (cancelOptions) => handle.cancelAll(cancelOptions),
+        onIdle: () => handle.onIdle(),
+      };
+    },
+  };
 }
 
 const connectTimeoutMs = 5_000;
@@ -140,6 +176,8 @@ export async function openRedisServeStores(
     instance: cluster,
   });
   let access: ClusterSessionAccess | undefined;
+  /** A draining instance's sessions: the runs it handed on unstarted, in their order. */
+  const handedOff = new Map<string, string[]>();
   let watch: SessionWatch | undefined;
   let closed = false;
 
@@ -165,7 +203,7 @@ export async function openRedisServeStores(
       access = createClusterSessionAccess({
         cluster,
         local: recording,
-        runtime,
+        runtime: withHandedOffRuns(runtime, handedOff),
         maxSessionsPerOwner,
         defaultApprovalTimeoutMs,
         reportError: options.reportError,
@@ -202,6 +240,9 @@ export async function openRedisServeStores(
       await Promise.all(
         cluster.heldSessions().map(async (key) => {
           const handle = runtime.session(key.ownerId, key.sessionId);
+          // Handed on unstarted: the live state keeps naming them queued until the next
+          // holder writes its own (a reader never sees the session idle meanwhile).
+          handedOff.set(toSessionKeyString(key), [...handle.queuedRunIds]);
           for (const runId of handle.queuedRunIds) detachRun(deps!, key, runId);
           handle.cancelAll();
           if (handle.activeRunId === undefined && !deps!.service().loopSessions.has(key)) {
