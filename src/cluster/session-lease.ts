@@ -167,7 +167,10 @@ export function createSessionLeases(
     acquire(key) {
       const k = toSessionKeyString(key);
       const mine = leases.get(k);
-      if (mine !== undefined) return Promise.resolve({ acquired: true, fence: mine.fence });
+      // Past its deadline, a lease is lost now, not when the overdue timer runs: a holder woken
+      // from a pause (SIGSTOP, a long GC) may take a request before its timers.
+      if (mine !== undefined && mine.deadline <= clock.now()) lose(mine, 'deadline_passed');
+      else if (mine !== undefined) return Promise.resolve({ acquired: true, fence: mine.fence });
       let pending = acquiring.get(k);
       if (pending === undefined) {
         pending = grant(key, k).finally(() => acquiring.delete(k));

@@ -188,11 +188,15 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
   }, 120_000);
 
   /**
-   * Known gap (cluster-session-access.ts, not fixed here): a command whose effect writes nothing
-   * (a cancel of a run not live on the node) is answered from the node's memory while it still
-   * believes it holds the session, with no fenced round trip, so a paused holder woken by the
-   * request before its overdue deadline timer answers from stale state: here `not_found` for a
-   * run RUNNING on B. This turns red once the gap is closed: then drop `strict` and this test.
+   * Known gap (cluster-session-access.ts): a command whose effect writes nothing (a cancel of a
+   * run not live on the node) is answered from the node's memory while it still believes it
+   * holds the session, with no fenced round trip. A holder woken from a real pause has its
+   * monotonic clock past its deadline, and `acquire` now gives the session up then, before the
+   * overdue timer runs (session-lease.ts; test/cluster/session-lease.test.ts). What is left is
+   * this model's pause: Redis expires the lease while the node's clock stands still (in life,
+   * Redis's clock running faster than the node's by more than the margin), and the node answers
+   * `not_found` for a run RUNNING on B. This turns red once a command that writes nothing checks
+   * the lease in Redis: then drop `strict` and this test.
    */
   it('known gap: a paused holder answers a cancel that writes nothing from stale state', async () => {
     const schedule: Step[] = [

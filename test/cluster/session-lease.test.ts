@@ -90,4 +90,27 @@ describe.skipIf(skipRedis)('session leases', () => {
     }
     expect(await admin.get(keys.lease)).toBe('A:1'); // Redis still names A until the TTL ends
   });
+
+  it('gives the session up when asked for it past its deadline, before the overdue timer runs', async () => {
+    const { keys, admin, lost, instance } = cluster.scene(key);
+    // A clock whose time moves while its timers wait (a process woken from SIGSTOP: a request
+    // may be read before the timers phase runs the overdue deadline).
+    let now = 0;
+    const timers: Array<() => void> = [];
+    const clock = {
+      now: () => now,
+      setTimeout: (fn: () => void) => timers.push(fn),
+      clearTimeout: () => undefined,
+    };
+    const a = instance('A', { leaseTtlMs: 900, leaseMarginMs: 200, clock });
+    const b = instance('B', { leaseTtlMs: 900 });
+    expect(await a.acquire(key)).toEqual({ acquired: true, fence: 1 }); // deadline 700
+    await admin.pexpire(keys.lease, 1); // Redis expired it meanwhile
+    await pollUntil(async () => (await admin.exists(keys.lease)) === 0, 'the lease to expire');
+    expect(await b.acquire(key)).toMatchObject({ acquired: true, fence: 2 });
+    now = 5_000; // woken: far past the deadline, no timer has run
+    expect(await a.acquire(key)).toEqual({ acquired: false, holder: 'B:2' });
+    expect(reasons(lost)).toEqual([['STALE_FENCE', 'deadline_passed']]);
+    expect(a.fenceOf(key)).toBeUndefined();
+  });
 });
