@@ -286,7 +286,13 @@ export function createClusterSessionAccess(
     }
   };
 
-  /** Applies a command here and answers once its effect is durable. */
+  /**
+   * Applies a command here and answers once its effect is durable. A fenced empty write goes
+   * with it: an answer that changed nothing (a cancel of a run that ended, say) is then proven
+   * by Redis too, so a holder that lost the lease without knowing it yet (woken from a pause
+   * before its deadline timer ran, or with a clock slower than Redis's) answers 503
+   * `session_moved`, never from stale memory.
+   */
   const applyHere = async (key: SessionKey, command: SessionCommand) => {
     let answer: unknown;
     let refusal: { error: unknown } | undefined;
@@ -295,6 +301,9 @@ export function createClusterSessionAccess(
     } catch (error) {
       refusal = { error };
     }
+    // Rides in the effect's batch, if any. Not after a delete: its effect always writes, and
+    // its lease is being given back.
+    if (command.type !== 'session.delete') cluster.write(key, { op: 'meta.set', fields: {} });
     await cluster.flushed(key); // a refusal may follow effects (the results before it)
     if (refusal !== undefined) throw refusal.error;
     return answer;

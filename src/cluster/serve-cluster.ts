@@ -9,7 +9,7 @@
  */
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
-import { RunplaneError, StaleFenceError } from '../errors.js';
+import { InvalidArgumentError, RunplaneError, StaleFenceError } from '../errors.js';
 import { toSessionKeyString, type SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { ServeStores } from '../server/serve-stores.js';
@@ -117,11 +117,34 @@ const connectTimeoutMs = 5_000;
 
 /** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
 async function connect(url: string): Promise<Redis> {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // reported below
+  }
+  if (
+    parsed === undefined ||
+    !/^rediss?:$/.test(parsed.protocol) ||
+    !/^\/?\d*$/.test(parsed.pathname)
+  ) {
+    throw new InvalidArgumentError(
+      'redis.url',
+      `expected \`redis.url\` to be redis://host:port/<db number> (or rediss://), got ${JSON.stringify(url)}`,
+    );
+  }
   const redis = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs });
   redis.on('error', () => undefined); // ioredis reconnects; leases and batches handle the gap
   try {
     await redis.connect();
     await redis.ping();
+    // ioredis goes on in db 0 when its SELECT of the URL's db fails (a db out of range): the
+    // instance would then share another cluster's keys without a word.
+    const db = new URL(url).pathname.slice(1) || '0';
+    const info = String(await redis.call('CLIENT', 'INFO'));
+    if (!new RegExp(`(^| )db=${db}( |$)`).test(info)) {
+      throw new Error(`db ${db} is not available (out of range, or not a number)`);
+    }
   } catch (error) {
     redis.disconnect();
     throw new RunplaneError(

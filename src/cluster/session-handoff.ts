@@ -32,7 +32,7 @@ import type { ClusterInstance } from './cluster-instance.js';
 import { unlistSession } from './session-watch.js';
 
 /** The run record field of a cancel accepted while the run was live (JSON `{reason, at}`). */
-export const cancelRequestField = 'cancelRequest';
+const cancelRequestField = 'cancelRequest';
 
 /** The log types that tell how far each run got. */
 const runEndTypes = ['run.status', 'run.completed', 'run.failed', 'run.cancelled'];

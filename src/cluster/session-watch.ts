@@ -51,8 +51,8 @@ export interface SessionWatchOptions {
 
 const memberOf = (key: SessionKey) => JSON.stringify([key.ownerId, key.sessionId]);
 
-/** @internal The key of the cluster's list of sessions with work, under `keyPrefix`. */
-export const toLiveSessionsKey = (keyPrefix: string) => `${keyPrefix}live-sessions`;
+/** The key of the cluster's list of sessions with work, under `keyPrefix`. */
+const toLiveSessionsKey = (keyPrefix: string) => `${keyPrefix}live-sessions`;
 
 /** @internal Takes a session off the live list (its delete answered: nothing is left to take). */
 export const unlistSession = (

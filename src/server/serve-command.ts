@@ -205,10 +205,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     );
   }
   const redisUrl = pick('redis', 'RUNPLANE_REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
+  if (redisUrl !== undefined && !/^rediss?:\/\/[^/?#]*(\/\d*)?([?#].*)?$/.test(redisUrl)) {
     throw new InvalidArgumentError(
       'redis',
-      `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis:// or rediss:// URL, got ${JSON.stringify(redisUrl)}`,
+      `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis://host:port/<db number> (or rediss://) URL, got ${JSON.stringify(redisUrl)}`,
     );
   }
   const clusterFlags = (['instance-id', 'lease-ttl-ms', 'key-prefix'] as const).filter(

@@ -399,6 +399,7 @@ describe('parseServeArgs', () => {
 
   it.each<[string[], Record<string, string>, RegExp]>([
     [['--redis', 'http://127.0.0.1:6379'], {}, /`--redis` or RUNPLANE_REDIS_URL to be a redis:/],
+    [['--redis', 'redis://127.0.0.1:6379/x'], {}, /redis:\/\/host:port\/<db number>/],
     [['--instance-id', 'a'], {}, /`--instance-id` only with `--redis`/],
     [
       ['--redis', 'redis://h:1', '--lease-ttl-ms', '10'],
