@@ -139,10 +139,14 @@ export class AdmissionReference {
     switch (step.kind) {
       case 'prepare':
         return this.#prepare(step);
-      case 'advance':
-        this.#fireDue(this.#now + step.ms);
-        this.#now += step.ms;
+      case 'advance': {
+        // The deadlines due fire in order, each moving the clock to its own time; the clock
+        // then stands where the step ends (not `ms` past the last deadline fired).
+        const until = this.#now + step.ms;
+        this.#fireDue(until);
+        this.#now = until;
         return 'none';
+      }
       default:
         break;
     }

@@ -226,6 +226,24 @@ describe('run and session admission against an independent reference model', () 
     );
   }, 60_000);
 
+  it("a deadline fired inside an advance does not move the model's clock past the step's end", async () => {
+    // Found by the property (seed 706915374): s1's preempt fired at 10 ms inside a 30 ms advance,
+    // and the model's clock then stood at 40 ms, so s3's interrupt grace of 40 ms fired one step
+    // early and the model cancelled a run the runtime rightly kept running.
+    const found = await divergence(
+      [
+        { kind: 'prepare', session: 2, strategy: 'enqueue', graceMs: 0, andStart: true },
+        { kind: 'prepare', session: 0, strategy: 'enqueue', graceMs: 0, andStart: true },
+        { kind: 'prepare', session: 0, strategy: 'preempt', graceMs: 10, andStart: true },
+        { kind: 'prepare', session: 2, strategy: 'interrupt', graceMs: 40, andStart: true },
+        { kind: 'advance', ms: 30 },
+        { kind: 'prepare', session: 0, strategy: 'enqueue', graceMs: 0, andStart: true },
+      ],
+      { maxConcurrentRuns: undefined, maxQueuedRuns: 3 },
+    );
+    expect(found).toBeUndefined();
+  });
+
   it('an interrupt grace is called off when the interrupting run is cancelled', async () => {
     const found = await divergence(
       [
