@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import { InvalidArgumentError, RunplaneError, StaleFenceError } from '../errors.js';
 import { toSessionKeyString, type SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
+import type { ClusterServeOptions } from '../server/serve-options.js';
 import type { ServeStores } from '../server/serve-stores.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess } from '../server/session-access.js';
@@ -37,19 +38,7 @@ import {
   type HandoffDeps,
 } from './session-handoff.js';
 
-/** Options of a cluster instance under `runplane serve` (README "Cluster"). */
-export interface ClusterServeOptions {
-  /** The Redis 7 server, e.g. `redis://127.0.0.1:6379/0`. */
-  readonly url: string;
-  /** This instance's id, unique among live instances. @default `<hostname>-<pid>` */
-  readonly instanceId?: string | undefined;
-  /** How long a session lease lives without a renew, in ms (renewed every third). @default 10000 */
-  readonly leaseTtlMs?: number | undefined;
-  /** The prefix of every key. @default 'rp:' */
-  readonly keyPrefix?: string | undefined;
-}
-
-/** What `serve.ts` does with a cluster once the runtime and the service exist. */
+/** @internal What `serve.ts` does with a cluster once the runtime and the service exist. */
 export interface ServeCluster {
   readonly instance: ClusterInstance;
   /** The per-owner request buckets, shared by the instances. */
@@ -305,7 +294,7 @@ export async function openRedisServeStores(
   };
 }
 
-/** Whether `error` is a write refused because this instance no longer drives the session. */
+/** @internal Whether `error` is a write refused because this instance no longer drives the session. */
 export function isHandedOff(error: unknown): boolean {
   if (error instanceof StaleFenceError) return true;
   return error instanceof RunplaneError && error.cause instanceof StaleFenceError;

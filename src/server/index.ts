@@ -33,7 +33,7 @@ export { recoverCrashedRuns } from './recover.js';
 export type { CrashedRun } from './recover.js';
 export { parseServeArgs, runServeCommand, serveUsage } from './serve-command.js';
 export { serveUntilSignal, startServer } from './serve.js';
-export type { OpenAIEndpoint, RunningServer, ServeOptions } from './serve.js';
+export type { ClusterServeOptions, OpenAIEndpoint, RunningServer, ServeOptions } from './serve.js';
 export { createServiceApp, toRecordOutcome } from './service-app.js';
 export { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 export type { Service, ServiceOptions } from './service-app.js';

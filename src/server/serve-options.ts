@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { ClusterServeOptions } from '../cluster/serve-cluster.js';
 import type { Clock } from '../clock.js';
 import type { LogFormat, LogLevel } from '../observability/logger.js';
 import type { Agent } from '../run/agent.js';
@@ -177,4 +176,16 @@ export interface RunningServer {
    * @returns `{ drained }`: whether every running run finished within the grace period
    */
   shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean }>;
+}
+
+/** Options of a cluster instance under `runplane serve` (README "Cluster"). */
+export interface ClusterServeOptions {
+  /** The Redis 7 server, e.g. `redis://127.0.0.1:6379/0`. */
+  readonly url: string;
+  /** This instance's id, unique among live instances. @default `<hostname>-<pid>` */
+  readonly instanceId?: string | undefined;
+  /** How long a session lease lives without a renew, in ms (renewed every third). @default 10000 */
+  readonly leaseTtlMs?: number | undefined;
+  /** The prefix of every key. @default 'rp:' */
+  readonly keyPrefix?: string | undefined;
 }

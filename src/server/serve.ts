@@ -31,7 +31,12 @@ import { isHandedOff, openRedisServeStores } from '../cluster/serve-cluster.js';
 
 import type { RunningServer, ServeOptions } from './serve-options.js';
 
-export type { OpenAIEndpoint, RunningServer, ServeOptions } from './serve-options.js';
+export type {
+  ClusterServeOptions,
+  OpenAIEndpoint,
+  RunningServer,
+  ServeOptions,
+} from './serve-options.js';
 
 const checkDuration = (name: string, value: number | undefined, positive = false) => {
   if (value === undefined) return;

@@ -93,6 +93,30 @@ async function expectCleanTakeover(
   }
 }
 
+/**
+ * The old holder `readers[0]` back after a pause or a cut: it says it lost the session, a
+ * message sent to it is routed to the new holder and runs, the lease stays the new holder's
+ * (`after`), and the takeover is clean.
+ */
+async function expectLossThenRouting(
+  world: ServeCluster,
+  readers: readonly [ServeNode, ...ServeNode[]],
+  sessionId: string,
+  runId: string,
+  after: { instanceId: string; fence: number },
+) {
+  const [old] = readers;
+  await waitForLine(old, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
+  const [late] = await sendMessages(old, sessionId, ['what is 1 + 1?']);
+  expect(late?.result).toBe('accepted');
+  expect((await waitForRunEnd(old, late?.run_id ?? '')).status).toBe('COMPLETED');
+  expect(await world.lease(sessionId)).toMatchObject({
+    instanceId: after.instanceId,
+    fence: after.fence,
+  });
+  await expectCleanTakeover(world, readers, sessionId, runId);
+}
+
 describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
   const { cluster } = useServeCluster({ leaseTtlMs: 1_000, chunkDelayMs: 25, perFile: true });
 
@@ -226,15 +250,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
 
     a.resume();
     // A wakes with its timers overdue (the agent's next word, the renew) and gives the session up.
-    await waitForLine(a, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
-    const [late] = await sendMessages(a, sessionId, ['what is 1 + 1?']);
-    expect(late?.result).toBe('accepted');
-    expect((await waitForRunEnd(a, late?.run_id ?? '')).status).toBe('COMPLETED');
-    expect(await world.lease(sessionId)).toMatchObject({
-      instanceId: after.instanceId,
-      fence: after.fence,
-    });
-    await expectCleanTakeover(world, [a, b, c], sessionId, runId);
+    await expectLossThenRouting(world, [a, b, c], sessionId, runId, after);
     follower.close();
   });
 
@@ -259,15 +275,7 @@ describe.skipIf(skipRedis)('runplane serve --redis: three instances', () => {
     // Healed, A's held renews and batches reach Redis late, and a message sent to A is routed
     // to the new holder.
     a.proxy?.heal();
-    await waitForLine(a, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
-    const [late] = await sendMessages(a, sessionId, ['what is 1 + 1?']);
-    expect(late?.result).toBe('accepted');
-    expect((await waitForRunEnd(a, late?.run_id ?? '')).status).toBe('COMPLETED');
-    expect(await world.lease(sessionId)).toMatchObject({
-      instanceId: after.instanceId,
-      fence: after.fence,
-    });
-    await expectCleanTakeover(world, [a, b, c], sessionId, runId);
+    await expectLossThenRouting(world, [a, b, c], sessionId, runId, after);
     follower.close();
   });
 
