@@ -208,7 +208,6 @@ export async function openRedisServeStores(
         runs,
         sessions,
         filter,
-        reportError: options.reportError,
       };
       deps = handoff;
       const recording = toHandoffAccess(local, cluster, runs, runtime.clock, onDeletedReleased);

@@ -156,7 +156,6 @@ export interface HandoffDeps {
   readonly runs: RunRecords;
   readonly sessions: SessionRecords;
   readonly filter: HandoffFilter;
-  readonly reportError: (error: unknown) => void;
 }
 
 /**

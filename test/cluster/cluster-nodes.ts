@@ -161,7 +161,7 @@ export function useClusterNodes() {
     const sessions = createRedisSessionRecords(cluster);
     if (filter !== undefined) {
       const service = () => built;
-      handoff = { cluster, runtime, service, runs, sessions, filter, reportError: () => undefined };
+      handoff = { cluster, runtime, service, runs, sessions, filter };
     }
     const deps = handoff;
     const onAcquired =
