@@ -6,7 +6,8 @@
  * stream ends), while chaos events hit the instances: `kill -9` (a fresh instance replaces it),
  * `SIGSTOP` until Redis shows another holder's newer fence for a session it held (then
  * `SIGCONT`), a partition (the proxy forwards nothing) and a reset (the proxy drops its
- * connections), each lifted the same way. Then everything is counted and printed as JSON:
+ * connections), each lifted the same way, and a drain (`SIGTERM`: the instance hands its sessions
+ * on and exits; a fresh one replaces it). Then everything is counted and printed as JSON:
  *
  * - events lost that a client saw: an event a follower read whose `seq` the final Stream holds
  *   with another id, or not at all (must be 0);
@@ -61,7 +62,7 @@ const redis = await startPrivateRedis();
 const world: ServeCluster = createServeCluster(redis, { leaseTtlMs: 1_000, chunkDelayMs: 10 });
 let stopping = false;
 const counts = {
-  chaos: { kill: 0, pause: 0, partition: 0, reset: 0 },
+  chaos: { kill: 0, pause: 0, partition: 0, reset: 0, drain: 0 },
   messagesAccepted: 0,
   messagesUnknown: 0,
   cancelsAccepted: 0,
@@ -209,13 +210,17 @@ try {
     const victim = pick(nodes);
     const others = nodes.filter((n) => n !== victim);
     const held = await heldBy(victim, sessions);
-    const kind = pick(['kill', 'pause', 'partition', 'reset'] as const);
+    const kind = pick(['kill', 'pause', 'partition', 'reset', 'drain'] as const);
     counts.chaos[kind]++;
     process.stderr.write(
       `chaos ${i + 1}/${chaosEvents}: ${kind} ${victim.id} (holds ${held.length})\n`,
     );
     if (kind === 'kill') {
       await victim.kill();
+      await untilTakenOver(held, others);
+    } else if (kind === 'drain') {
+      // SIGTERM: the instance hands its sessions on and exits; a fresh one replaces it.
+      await victim.drain();
       await untilTakenOver(held, others);
     } else if (kind === 'pause') {
       victim.pause();

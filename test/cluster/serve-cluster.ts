@@ -49,6 +49,8 @@ export interface ServeNode {
   follow(sessionId: string, options?: { after?: number; lastEventId?: string }): Promise<Follower>;
   /** `kill -9`, resolved once the process has exited. */
   kill(): Promise<void>;
+  /** `SIGTERM` (a drain: its sessions are handed on), resolved once the process has exited. */
+  drain(): Promise<void>;
   /** `SIGSTOP`: the process stays, frozen (its sockets open, its timers still). */
   pause(): void;
   /** `SIGCONT`. */
@@ -193,6 +195,10 @@ export function createServeCluster(
       follow: (sessionId, at) => followSession(process.url, token, sessionId, at),
       async kill() {
         signal('SIGKILL');
+        await process.exited;
+      },
+      async drain() {
+        signal('SIGTERM');
         await process.exited;
       },
       pause: () => signal('SIGSTOP'),
