@@ -5,8 +5,13 @@
  * that an instance holds (and renews, and mirrors) only the sessions it drives.
  *
  * - **The live list** is a sorted set, `<prefix>live-sessions`, of `[ownerId, sessionId]` JSON:
- *   a session is added when an instance takes it, and removed by the instance that releases it
- *   with no unfinished run. A holder that dies leaves its sessions listed.
+ *   a session is added when an instance takes it, and again on every beat while it has work
+ *   there (`ZADD NX`, one command per beat), and removed by the instance that releases it with
+ *   no unfinished run. A holder that dies leaves its sessions listed. An unlisting races with
+ *   the next holder's listing (its `ZADD` may land before the `ZREM`), so the releaser reads the
+ *   lease after its `ZREM` and lists the session again when someone holds it by then: the new
+ *   holder's `ZADD` came after its acquire, so either the releaser sees that lease or the `ZADD`
+ *   lands after the `ZREM`. (One script over both keys would cross hash slots on Redis Cluster.)
  * - **The scan** reads a page of the list every beat and checks the pages' leases in one
  *   pipeline; a session with no lease is taken (`hold`: rebuilt from its records, so its
  *   running run is marked and its queue runs here). A page at a time bounds each beat; the
@@ -23,6 +28,7 @@ import type { Service } from '../server/service-app.js';
 import type { RunRecords } from '../stores/run-records.js';
 import type { ClusterInstance } from './cluster-instance.js';
 import type { ClusterSessionAccess } from './cluster-session-access.js';
+import { toSessionKeys } from './keys.js';
 
 /** @internal The running watch. */
 export interface SessionWatch {
@@ -60,6 +66,23 @@ export const unlistSession = (
   keyPrefix: string,
   key: SessionKey,
 ) => redis.zrem(toLiveSessionsKey(keyPrefix), memberOf(key));
+
+/**
+ * @internal Unlists a session this instance released, unless another instance took it meanwhile
+ * (its lease is in Redis after the `ZREM`: it is listed again; see the module's remarks).
+ */
+export async function unlistReleased(
+  redis: ClusterInstance['redis'],
+  keyPrefix: string,
+  key: SessionKey,
+): Promise<void> {
+  const listKey = toLiveSessionsKey(keyPrefix);
+  const member = memberOf(key);
+  await redis.zrem(listKey, member);
+  if ((await redis.exists(toSessionKeys(key, keyPrefix).lease)) === 1) {
+    await redis.zadd(listKey, 'NX', Date.now(), member);
+  }
+}
 
 const keyOf = (member: string): SessionKey | undefined => {
   try {
@@ -116,7 +139,7 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
     listed.delete(member);
     lastEvent.delete(member);
     if (await cluster.release(key)) {
-      if (!unfinished) await redis.zrem(listKey, member);
+      if (!unfinished) await unlistReleased(redis, cluster.keyPrefix, key);
     }
   };
 
@@ -129,14 +152,21 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
     for (const member of [...lastEvent.keys()]) {
       if (!heldMembers.has(member)) lastEvent.delete(member);
     }
+    /** Sessions with work here: listed again (a no-op when listed), whatever unlisted them. */
+    const busy: string[] = [];
     for (const key of held) {
       const member = memberOf(key);
       if (!listed.has(member)) touched(key);
       if (busyHere(key)) {
         lastEvent.set(member, now);
+        busy.push(member);
         continue;
       }
       if (now - (lastEvent.get(member) ?? now) >= idleReleaseMs) await release(key);
+    }
+    if (busy.length > 0) {
+      const score = Date.now();
+      await redis.zadd(listKey, 'NX', ...busy.flatMap((member) => [score, member]));
     }
   };
 

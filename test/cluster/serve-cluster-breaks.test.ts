@@ -196,4 +196,41 @@ describe.skipIf(skipRedis)('runplane serve --redis, broken from outside', () => 
       }
     }
   });
+
+  it('a session unlisted while its holder runs a run is listed again within a beat, so a kill -9 of the holder still moves it', async () => {
+    const prefix = `brk${++prefixes}:`;
+    const first = await boot('a', prefix);
+    const holder = client(first.url, token);
+    const other = client((await boot('b', prefix)).url, token);
+    admin ??= new Redis(redis().url);
+    const redisAdmin = admin;
+    const sessionId = String((await holder('POST', '/api/sessions', {})).body.session_id);
+    const sent = await holder('POST', `/api/sessions/${sessionId}/events`, {
+      events: [{ type: 'user.message', payload: { text: 'one' } }],
+    });
+    const runId = String((sent.body.results as Array<Record<string, unknown>>)[0]?.run_id);
+    const listKey = `${prefix}live-sessions`;
+    const member = JSON.stringify(['alice', sessionId]);
+    const until = async (what: string, check: () => Promise<boolean>) => {
+      const startedAt = performance.now();
+      while (!(await check())) {
+        if (performance.now() - startedAt > 20_000) throw new Error(`not within 20 s: ${what}`);
+      }
+    };
+    await until('listed', async () => (await redisAdmin.zscore(listKey, member)) !== null);
+    // Unlisted behind the holder's back (as a releaser's late ZREM once did, by hand).
+    await redisAdmin.zrem(listKey, member);
+    // Before the fix: never (the holder listed a session once per hold).
+    await until('listed again', async () => (await redisAdmin.zscore(listKey, member)) !== null);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await until('the run marked by b', async () => {
+      const run = await other('GET', `/api/runs/${runId}`);
+      return run.body.status === 'FAILED';
+    });
+    expect((await other('GET', `/api/runs/${runId}`)).body).toMatchObject({
+      status: 'FAILED',
+      outcome: { status: 'FAILED', cause: 'owner_lost' },
+    });
+  });
 });
