@@ -55,7 +55,6 @@ import { turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
 import type {
   LoopEnding,
   SaveCheckpointInput,
-  TurnInput,
   TurnLoopContext,
   TurnRecord,
 } from './turn-loop.types.js';
@@ -167,6 +166,11 @@ export const turnLoopMachine = turnLoopSetup
     },
     states: {
       loop: {
+        /**
+         * The loop's turns, one after the other, in one actor (`turn.machine.ts`): each turn
+         * starts with `turn.begin` (`beginTurn`), so a turn costs no actor of its own.
+         */
+        invoke: { id: 'turn', src: 'turn' },
         initial: 'idle',
         states: {
           /** Created, `run()` not called yet: pushes are buffered. */
@@ -210,33 +214,10 @@ export const turnLoopMachine = turnLoopSetup
            * machine does it all and reports the plan with the run's start, in one step.
            */
           turn: {
-            entry: 'startPlan',
+            entry: ['startPlan', 'beginTurn'],
             exit: {
               type: 'leaveTurn',
               params: ({ context }) => (context.turn as TurnRecord).turnId,
-            },
-            invoke: {
-              id: 'turn',
-              src: 'turn',
-              input: ({ context }): TurnInput => {
-                const turn = context.turn as TurnRecord;
-                return turn.kind === 'resume'
-                  ? {
-                      kind: 'resume',
-                      turnId: turn.turnId,
-                      interrupted: turn.resume?.interrupted ?? [],
-                      unhandled: turn.resume?.unhandled ?? [],
-                      newItems: turn.taken,
-                      agentState: turn.resume?.agentState,
-                      suspension: turn.resume?.suspension,
-                    }
-                  : {
-                      kind: 'input',
-                      turnId: turn.turnId,
-                      items: turn.taken,
-                      preemptedItems: turn.takenRequeued,
-                    };
-              },
             },
             initial: 'planning',
             states: {

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup, stateIn } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, sendTo, setup, stateIn } from 'xstate';
 import type { EventObject } from 'xstate';
 import { turnMachine } from './turn.machine.js';
 import {
@@ -23,6 +23,7 @@ import type {
   TurnLoopEvent,
   TurnLoopInput,
   TurnEnding,
+  TurnInput,
   TurnRecord,
 } from './turn-loop.types.js';
 
@@ -46,6 +47,25 @@ export function turnEndingEffect(ending: TurnEnding, closed: boolean) {
   return { cancelled, neverRan, exits };
 }
 
+/** What the turn plans from: the record `startPlan` wrote. */
+const turnInputOf = (turn: TurnRecord): TurnInput =>
+  turn.kind === 'resume'
+    ? {
+        kind: 'resume',
+        turnId: turn.turnId,
+        interrupted: turn.resume?.interrupted ?? [],
+        unhandled: turn.resume?.unhandled ?? [],
+        newItems: turn.taken,
+        agentState: turn.resume?.agentState,
+        suspension: turn.resume?.suspension,
+      }
+    : {
+        kind: 'input',
+        turnId: turn.turnId,
+        items: turn.taken,
+        preemptedItems: turn.takenRequeued,
+      };
+
 // ---- the machine --------------------------------------------------------------------------------
 
 const loopSetup = setup({
@@ -58,9 +78,10 @@ const loopSetup = setup({
     /** Placeholder: reads and validates the checkpoint; `undefined` when there is none. */
     loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(() => Promise.resolve(undefined)),
     /**
-     * One turn (`turn.machine.ts`, bound by the runtime): plans it and starts its run, answering
-     * `turn.started` (with the plan), `turn.skipped` (nothing consumed) or `turn.failed`; then
-     * `turn.ended` once the run has settled and onAgentEvents returned.
+     * The loop's turns (`turn.machine.ts`, bound by the runtime), one actor for all of them: on
+     * `turn.begin` it plans a turn and starts its run, answering `turn.started` (with the plan),
+     * `turn.skipped` (nothing consumed) or `turn.failed`; then `turn.ended` once the run has
+     * settled and onAgentEvents returned.
      */
     turn: turnMachine,
     saveCheckpoint: fromPromise<void, SaveCheckpointInput>(() => Promise.resolve()),
@@ -116,6 +137,12 @@ const loopSetup = setup({
         needsPlanning: false,
       };
     }),
+
+    /** The loop's turn actor begins the turn `startPlan` recorded (genInput or genResume first). */
+    beginTurn: sendTo('turn', ({ context }) => ({
+      type: 'turn.begin' as const,
+      input: turnInputOf(context.turn as TurnRecord),
+    })),
 
     /**
      * Puts everything the turn took back where it was, in push order, as if it had never been
