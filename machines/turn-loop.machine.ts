@@ -51,7 +51,7 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
+import { planNextTurn, turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
 import type {
   LoopEnding,
   SaveCheckpointInput,
@@ -90,10 +90,11 @@ export const turnLoopMachine = turnLoopSetup
        * A turn's run settled. Decides the fate of its consumed items and whether the loop goes on.
        * Stop beats preempt: when the loop is closed, a cancelled turn is the stop's, whoever asked
        * first. A turn cancelled before its agent ever ran (its run still waited in the session)
-       * consumed nothing: it is unplanned, and its items and resume are offered again.
+       * consumed nothing: it is unplanned, and its items and resume are offered again. With
+       * `planNext` (`nextTurnFollows`), the next turn's record is written in the same assign.
        */
       endTurn: turnLoopSetup.createAction(
-        enqueueActions(({ context, event, enqueue }) => {
+        enqueueActions(({ context, event, enqueue }, params: unknown) => {
           const turn = context.turn;
           if (event.type !== 'turn.ended' || turn?.plan === undefined) return;
           const { ending } = event;
@@ -133,6 +134,9 @@ export const turnLoopMachine = turnLoopSetup
               // Cancelled by someone else (a direct cancel, a timeout, a runtime shutdown).
               end('error', cancelReason(ending, context));
             }
+          }
+          if ((params as { planNext?: boolean } | undefined)?.planNext === true) {
+            Object.assign(patch, planNextTurn({ ...context, ...patch }));
           }
           enqueue({ type: 'releaseTurn', params: patch });
         }),
@@ -197,7 +201,7 @@ export const turnLoopMachine = turnLoopSetup
             always: [
               { guard: 'endsLoop', target: 'exiting' },
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'turn' },
+              { guard: 'hasWork', target: 'turn', actions: 'startPlan' },
               { target: 'waiting' },
             ],
           },
@@ -205,7 +209,7 @@ export const turnLoopMachine = turnLoopSetup
           waiting: {
             always: [
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'turn' },
+              { guard: 'hasWork', target: 'turn', actions: 'startPlan' },
             ],
           },
           /**
@@ -214,7 +218,8 @@ export const turnLoopMachine = turnLoopSetup
            * machine does it all and reports the plan with the run's start, in one step.
            */
           turn: {
-            entry: ['startPlan', 'beginTurn'],
+            // Entered with its record written (`startPlan`, or `endTurn` with `planNext`).
+            entry: 'beginTurn',
             exit: {
               type: 'leaveTurn',
               params: ({ context }) => (context.turn as TurnRecord).turnId,
@@ -254,7 +259,7 @@ export const turnLoopMachine = turnLoopSetup
                       guard: 'nextTurnFollows',
                       target: '#turnLoop.loop.turn',
                       reenter: true,
-                      actions: 'endTurn',
+                      actions: { type: 'endTurn', params: { planNext: true } },
                     },
                     { target: '#turnLoop.loop.route', actions: 'endTurn' },
                   ],

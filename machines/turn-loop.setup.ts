@@ -66,6 +66,34 @@ const turnInputOf = (turn: TurnRecord): TurnInput =>
         preemptedItems: turn.takenRequeued,
       };
 
+/**
+ * The fields that start planning the next turn: its record takes the buffer (and the requeued
+ * items or the pending resume), which the loop empties. @internal
+ */
+export function planNextTurn(context: TurnLoopContext) {
+  const turnSeq = context.turnSeq + 1;
+  const turn: TurnRecord = {
+    turnId: `turn-${turnSeq}`,
+    kind: context.resume === undefined ? 'input' : 'resume',
+    phase: 'planning',
+    taken: context.buffer,
+    takenRequeued: context.resume === undefined ? context.requeued : [],
+    resume: context.resume,
+    plan: undefined,
+    runId: undefined,
+    pendingPreempt: undefined,
+    waitingAcks: [],
+  };
+  return {
+    turnSeq,
+    turn,
+    buffer: [],
+    requeued: context.resume === undefined ? [] : context.requeued,
+    resume: undefined,
+    needsPlanning: false,
+  };
+}
+
 // ---- the machine --------------------------------------------------------------------------------
 
 const loopSetup = setup({
@@ -114,29 +142,8 @@ const loopSetup = setup({
       return { stop: mergeStop(context.stop, event.call, event.at) };
     }),
 
-    startPlan: assign(({ context }) => {
-      const turnSeq = context.turnSeq + 1;
-      const turn: TurnRecord = {
-        turnId: `turn-${turnSeq}`,
-        kind: context.resume === undefined ? 'input' : 'resume',
-        phase: 'planning',
-        taken: context.buffer,
-        takenRequeued: context.resume === undefined ? context.requeued : [],
-        resume: context.resume,
-        plan: undefined,
-        runId: undefined,
-        pendingPreempt: undefined,
-        waitingAcks: [],
-      };
-      return {
-        turnSeq,
-        turn,
-        buffer: [],
-        requeued: context.resume === undefined ? [] : context.requeued,
-        resume: undefined,
-        needsPlanning: false,
-      };
-    }),
+    /** The next turn's record: what it takes from the buffer (see {@link planNextTurn}). */
+    startPlan: assign(({ context }) => planNextTurn(context)),
 
     /** The loop's turn actor begins the turn `startPlan` recorded (genInput or genResume first). */
     beginTurn: sendTo('turn', ({ context }) => ({
@@ -359,7 +366,8 @@ export const turnLoopSetup = deliverySetup.extend({
   actions: {
     /**
      * Forgets the turn: its undelivered preempts found nothing to preempt. Its params, if any,
-     * are more of the context to write in the same assign (each costs XState a snapshot copy).
+     * are more of the context to write in the same assign (each costs XState a snapshot copy),
+     * the next turn's record among them.
      */
     releaseTurn: loopSetup.createAction(
       enqueueActions(({ context, enqueue }, params: unknown) => {
@@ -370,7 +378,6 @@ export const turnLoopSetup = deliverySetup.extend({
         const bound = pending.filter((d) => d.turnId === turn.turnId);
         for (const d of bound) enqueue.stopChild(`preempt-${d.id}`);
         enqueue.assign({
-          ...also,
           turn: undefined,
           ...(bound.length === 0
             ? {}
@@ -380,6 +387,8 @@ export const turnLoopSetup = deliverySetup.extend({
                   pending: pending.filter((d) => d.turnId !== turn.turnId),
                 },
               }),
+          // Last: it may start the next turn's record (`endTurn` straight into the next turn).
+          ...also,
         });
         const pushIds =
           bound.length === 0
