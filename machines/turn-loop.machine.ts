@@ -51,7 +51,7 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { planNextTurn, turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
+import { planNextTurn, turnEndingEffect, turnLoopSetup, turnRelease } from './turn-loop.setup.js';
 import type {
   LoopEnding,
   SaveCheckpointInput,
@@ -138,7 +138,12 @@ export const turnLoopMachine = turnLoopSetup
           if ((params as { planNext?: boolean } | undefined)?.planNext === true) {
             Object.assign(patch, planNextTurn({ ...context, ...patch }));
           }
-          enqueue({ type: 'releaseTurn', params: patch });
+          // `releaseTurn`, applied here: one enqueueActions less per turn.
+          const release = turnRelease(context, patch);
+          if (release === undefined) return;
+          for (const id of release.stopped) enqueue.stopChild(id);
+          enqueue.assign(release.patch);
+          if (release.acks.length > 0) enqueue({ type: 'settleAcks', params: release.acks });
         }),
       ),
     },

@@ -321,6 +321,37 @@ const loopSetup = setup({
   },
 });
 
+/**
+ * What releasing the current turn does (`releaseTurn`; `endTurn` applies it in its own step): the
+ * delayed-preempt timers bound to the turn to stop, the context to write (with `also` last, which
+ * may hold the next turn's record), and the pushes whose acks resolve. `undefined` with no turn.
+ * @internal
+ */
+export function turnRelease(context: TurnLoopContext, also: Partial<TurnLoopContext> | undefined) {
+  const turn = context.turn;
+  if (turn === undefined) return undefined;
+  const { pending } = context.delayed;
+  const bound = pending.filter((d) => d.turnId === turn.turnId);
+  return {
+    stopped: bound.map((d) => `preempt-${d.id}`),
+    patch: {
+      turn: undefined,
+      ...(bound.length === 0
+        ? {}
+        : {
+            delayed: {
+              seq: context.delayed.seq,
+              pending: pending.filter((d) => d.turnId !== turn.turnId),
+            },
+          }),
+      // Last: it may start the next turn's record (`endTurn` straight into the next turn).
+      ...also,
+    } satisfies Partial<TurnLoopContext>,
+    acks:
+      bound.length === 0 ? turn.waitingAcks : [...turn.waitingAcks, ...bound.map((d) => d.pushId)],
+  };
+}
+
 /** The params of `deliverPreempt`: the preempt, and the pushes whose acks wait for it. */
 interface PreemptDelivery {
   readonly draft: PreemptDraft;
@@ -371,30 +402,11 @@ export const turnLoopSetup = deliverySetup.extend({
      */
     releaseTurn: loopSetup.createAction(
       enqueueActions(({ context, enqueue }, params: unknown) => {
-        const turn = context.turn;
-        if (turn === undefined) return;
-        const also = params as Partial<TurnLoopContext> | undefined;
-        const { pending } = context.delayed;
-        const bound = pending.filter((d) => d.turnId === turn.turnId);
-        for (const d of bound) enqueue.stopChild(`preempt-${d.id}`);
-        enqueue.assign({
-          turn: undefined,
-          ...(bound.length === 0
-            ? {}
-            : {
-                delayed: {
-                  seq: context.delayed.seq,
-                  pending: pending.filter((d) => d.turnId !== turn.turnId),
-                },
-              }),
-          // Last: it may start the next turn's record (`endTurn` straight into the next turn).
-          ...also,
-        });
-        const pushIds =
-          bound.length === 0
-            ? turn.waitingAcks
-            : [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
-        if (pushIds.length > 0) enqueue({ type: 'settleAcks', params: pushIds });
+        const release = turnRelease(context, params as Partial<TurnLoopContext> | undefined);
+        if (release === undefined) return;
+        for (const id of release.stopped) enqueue.stopChild(id);
+        enqueue.assign(release.patch);
+        if (release.acks.length > 0) enqueue({ type: 'settleAcks', params: release.acks });
       }),
     ),
 
