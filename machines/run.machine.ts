@@ -502,10 +502,18 @@ export const runMachine = runSetup.createMachine({
       initial: 'draining',
       states: {
         // The executor may still be going: wait for it, at most `unwindTimeoutMs`.
+        // With no nested run to wait for, the run settles in the step its executor did (one
+        // microstep less than passing `draining`: every cancelled run that was executing).
         unwinding: {
           on: {
-            'agent.done': { target: 'draining', actions: 'markExecutorSettled' },
-            'agent.error': { target: 'draining', actions: 'markExecutorSettled' },
+            'agent.done': [
+              { guard: 'noNestedRuns', target: '#run.settled', actions: 'markExecutorSettled' },
+              { target: 'draining', actions: 'markExecutorSettled' },
+            ],
+            'agent.error': [
+              { guard: 'noNestedRuns', target: '#run.settled', actions: 'markExecutorSettled' },
+              { target: 'draining', actions: 'markExecutorSettled' },
+            ],
           },
           after: {
             unwindTimeout: {

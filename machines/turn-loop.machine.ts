@@ -51,11 +51,10 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { turnEndingEffect, turnLoopSetup } from './turn-loop.setup.js';
+import { planNextTurn, turnEndingEffect, turnLoopSetup, turnRelease } from './turn-loop.setup.js';
 import type {
   LoopEnding,
   SaveCheckpointInput,
-  TurnInput,
   TurnLoopContext,
   TurnRecord,
 } from './turn-loop.types.js';
@@ -91,10 +90,11 @@ export const turnLoopMachine = turnLoopSetup
        * A turn's run settled. Decides the fate of its consumed items and whether the loop goes on.
        * Stop beats preempt: when the loop is closed, a cancelled turn is the stop's, whoever asked
        * first. A turn cancelled before its agent ever ran (its run still waited in the session)
-       * consumed nothing: it is unplanned, and its items and resume are offered again.
+       * consumed nothing: it is unplanned, and its items and resume are offered again. With
+       * `planNext` (`nextTurnFollows`), the next turn's record is written in the same assign.
        */
       endTurn: turnLoopSetup.createAction(
-        enqueueActions(({ context, event, enqueue }) => {
+        enqueueActions(({ context, event, enqueue }, params: unknown) => {
           const turn = context.turn;
           if (event.type !== 'turn.ended' || turn?.plan === undefined) return;
           const { ending } = event;
@@ -135,7 +135,15 @@ export const turnLoopMachine = turnLoopSetup
               end('error', cancelReason(ending, context));
             }
           }
-          enqueue({ type: 'releaseTurn', params: patch });
+          if ((params as { planNext?: boolean } | undefined)?.planNext === true) {
+            Object.assign(patch, planNextTurn({ ...context, ...patch }));
+          }
+          // `releaseTurn`, applied here: one enqueueActions less per turn.
+          const release = turnRelease(context, patch);
+          if (release === undefined) return;
+          for (const id of release.stopped) enqueue.stopChild(id);
+          enqueue.assign(release.patch);
+          if (release.acks.length > 0) enqueue({ type: 'settleAcks', params: release.acks });
         }),
       ),
     },
@@ -167,6 +175,11 @@ export const turnLoopMachine = turnLoopSetup
     },
     states: {
       loop: {
+        /**
+         * The loop's turns, one after the other, in one actor (`turn.machine.ts`): each turn
+         * starts with `turn.begin` (`beginTurn`), so a turn costs no actor of its own.
+         */
+        invoke: { id: 'turn', src: 'turn' },
         initial: 'idle',
         states: {
           /** Created, `run()` not called yet: pushes are buffered. */
@@ -193,7 +206,7 @@ export const turnLoopMachine = turnLoopSetup
             always: [
               { guard: 'endsLoop', target: 'exiting' },
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'turn' },
+              { guard: 'hasWork', target: 'turn', actions: 'startPlan' },
               { target: 'waiting' },
             ],
           },
@@ -201,7 +214,7 @@ export const turnLoopMachine = turnLoopSetup
           waiting: {
             always: [
               { guard: 'closed', target: 'exiting', actions: 'stopEnding' },
-              { guard: 'hasWork', target: 'turn' },
+              { guard: 'hasWork', target: 'turn', actions: 'startPlan' },
             ],
           },
           /**
@@ -210,33 +223,11 @@ export const turnLoopMachine = turnLoopSetup
            * machine does it all and reports the plan with the run's start, in one step.
            */
           turn: {
-            entry: 'startPlan',
+            // Entered with its record written (`startPlan`, or `endTurn` with `planNext`).
+            entry: 'beginTurn',
             exit: {
               type: 'leaveTurn',
               params: ({ context }) => (context.turn as TurnRecord).turnId,
-            },
-            invoke: {
-              id: 'turn',
-              src: 'turn',
-              input: ({ context }): TurnInput => {
-                const turn = context.turn as TurnRecord;
-                return turn.kind === 'resume'
-                  ? {
-                      kind: 'resume',
-                      turnId: turn.turnId,
-                      interrupted: turn.resume?.interrupted ?? [],
-                      unhandled: turn.resume?.unhandled ?? [],
-                      newItems: turn.taken,
-                      agentState: turn.resume?.agentState,
-                      suspension: turn.resume?.suspension,
-                    }
-                  : {
-                      kind: 'input',
-                      turnId: turn.turnId,
-                      items: turn.taken,
-                      preemptedItems: turn.takenRequeued,
-                    };
-              },
             },
             initial: 'planning',
             states: {
@@ -273,7 +264,7 @@ export const turnLoopMachine = turnLoopSetup
                       guard: 'nextTurnFollows',
                       target: '#turnLoop.loop.turn',
                       reenter: true,
-                      actions: 'endTurn',
+                      actions: { type: 'endTurn', params: { planNext: true } },
                     },
                     { target: '#turnLoop.loop.route', actions: 'endTurn' },
                   ],

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { assign, enqueueActions, fromCallback, fromPromise, setup, stateIn } from 'xstate';
+import { assign, enqueueActions, fromCallback, fromPromise, sendTo, setup, stateIn } from 'xstate';
 import type { EventObject } from 'xstate';
 import { turnMachine } from './turn.machine.js';
 import {
@@ -23,6 +23,7 @@ import type {
   TurnLoopEvent,
   TurnLoopInput,
   TurnEnding,
+  TurnInput,
   TurnRecord,
 } from './turn-loop.types.js';
 
@@ -46,6 +47,53 @@ export function turnEndingEffect(ending: TurnEnding, closed: boolean) {
   return { cancelled, neverRan, exits };
 }
 
+/** What the turn plans from: the record `startPlan` wrote. */
+const turnInputOf = (turn: TurnRecord): TurnInput =>
+  turn.kind === 'resume'
+    ? {
+        kind: 'resume',
+        turnId: turn.turnId,
+        interrupted: turn.resume?.interrupted ?? [],
+        unhandled: turn.resume?.unhandled ?? [],
+        newItems: turn.taken,
+        agentState: turn.resume?.agentState,
+        suspension: turn.resume?.suspension,
+      }
+    : {
+        kind: 'input',
+        turnId: turn.turnId,
+        items: turn.taken,
+        preemptedItems: turn.takenRequeued,
+      };
+
+/**
+ * The fields that start planning the next turn: its record takes the buffer (and the requeued
+ * items or the pending resume), which the loop empties. @internal
+ */
+export function planNextTurn(context: TurnLoopContext) {
+  const turnSeq = context.turnSeq + 1;
+  const turn: TurnRecord = {
+    turnId: `turn-${turnSeq}`,
+    kind: context.resume === undefined ? 'input' : 'resume',
+    phase: 'planning',
+    taken: context.buffer,
+    takenRequeued: context.resume === undefined ? context.requeued : [],
+    resume: context.resume,
+    plan: undefined,
+    runId: undefined,
+    pendingPreempt: undefined,
+    waitingAcks: [],
+  };
+  return {
+    turnSeq,
+    turn,
+    buffer: [],
+    requeued: context.resume === undefined ? [] : context.requeued,
+    resume: undefined,
+    needsPlanning: false,
+  };
+}
+
 // ---- the machine --------------------------------------------------------------------------------
 
 const loopSetup = setup({
@@ -58,9 +106,10 @@ const loopSetup = setup({
     /** Placeholder: reads and validates the checkpoint; `undefined` when there is none. */
     loadCheckpoint: fromPromise<LoadedCheckpoint | undefined>(() => Promise.resolve(undefined)),
     /**
-     * One turn (`turn.machine.ts`, bound by the runtime): plans it and starts its run, answering
-     * `turn.started` (with the plan), `turn.skipped` (nothing consumed) or `turn.failed`; then
-     * `turn.ended` once the run has settled and onAgentEvents returned.
+     * The loop's turns (`turn.machine.ts`, bound by the runtime), one actor for all of them: on
+     * `turn.begin` it plans a turn and starts its run, answering `turn.started` (with the plan),
+     * `turn.skipped` (nothing consumed) or `turn.failed`; then `turn.ended` once the run has
+     * settled and onAgentEvents returned.
      */
     turn: turnMachine,
     saveCheckpoint: fromPromise<void, SaveCheckpointInput>(() => Promise.resolve()),
@@ -93,29 +142,14 @@ const loopSetup = setup({
       return { stop: mergeStop(context.stop, event.call, event.at) };
     }),
 
-    startPlan: assign(({ context }) => {
-      const turnSeq = context.turnSeq + 1;
-      const turn: TurnRecord = {
-        turnId: `turn-${turnSeq}`,
-        kind: context.resume === undefined ? 'input' : 'resume',
-        phase: 'planning',
-        taken: context.buffer,
-        takenRequeued: context.resume === undefined ? context.requeued : [],
-        resume: context.resume,
-        plan: undefined,
-        runId: undefined,
-        pendingPreempt: undefined,
-        waitingAcks: [],
-      };
-      return {
-        turnSeq,
-        turn,
-        buffer: [],
-        requeued: context.resume === undefined ? [] : context.requeued,
-        resume: undefined,
-        needsPlanning: false,
-      };
-    }),
+    /** The next turn's record: what it takes from the buffer (see {@link planNextTurn}). */
+    startPlan: assign(({ context }) => planNextTurn(context)),
+
+    /** The loop's turn actor begins the turn `startPlan` recorded (genInput or genResume first). */
+    beginTurn: sendTo('turn', ({ context }) => ({
+      type: 'turn.begin' as const,
+      input: turnInputOf(context.turn as TurnRecord),
+    })),
 
     /**
      * Puts everything the turn took back where it was, in push order, as if it had never been
@@ -287,6 +321,37 @@ const loopSetup = setup({
   },
 });
 
+/**
+ * What releasing the current turn does (`releaseTurn`; `endTurn` applies it in its own step): the
+ * delayed-preempt timers bound to the turn to stop, the context to write (with `also` last, which
+ * may hold the next turn's record), and the pushes whose acks resolve. `undefined` with no turn.
+ * @internal
+ */
+export function turnRelease(context: TurnLoopContext, also: Partial<TurnLoopContext> | undefined) {
+  const turn = context.turn;
+  if (turn === undefined) return undefined;
+  const { pending } = context.delayed;
+  const bound = pending.filter((d) => d.turnId === turn.turnId);
+  return {
+    stopped: bound.map((d) => `preempt-${d.id}`),
+    patch: {
+      turn: undefined,
+      ...(bound.length === 0
+        ? {}
+        : {
+            delayed: {
+              seq: context.delayed.seq,
+              pending: pending.filter((d) => d.turnId !== turn.turnId),
+            },
+          }),
+      // Last: it may start the next turn's record (`endTurn` straight into the next turn).
+      ...also,
+    } satisfies Partial<TurnLoopContext>,
+    acks:
+      bound.length === 0 ? turn.waitingAcks : [...turn.waitingAcks, ...bound.map((d) => d.pushId)],
+  };
+}
+
 /** The params of `deliverPreempt`: the preempt, and the pushes whose acks wait for it. */
 interface PreemptDelivery {
   readonly draft: PreemptDraft;
@@ -332,33 +397,16 @@ export const turnLoopSetup = deliverySetup.extend({
   actions: {
     /**
      * Forgets the turn: its undelivered preempts found nothing to preempt. Its params, if any,
-     * are more of the context to write in the same assign (each costs XState a snapshot copy).
+     * are more of the context to write in the same assign (each costs XState a snapshot copy),
+     * the next turn's record among them.
      */
     releaseTurn: loopSetup.createAction(
       enqueueActions(({ context, enqueue }, params: unknown) => {
-        const turn = context.turn;
-        if (turn === undefined) return;
-        const also = params as Partial<TurnLoopContext> | undefined;
-        const { pending } = context.delayed;
-        const bound = pending.filter((d) => d.turnId === turn.turnId);
-        for (const d of bound) enqueue.stopChild(`preempt-${d.id}`);
-        enqueue.assign({
-          ...also,
-          turn: undefined,
-          ...(bound.length === 0
-            ? {}
-            : {
-                delayed: {
-                  seq: context.delayed.seq,
-                  pending: pending.filter((d) => d.turnId !== turn.turnId),
-                },
-              }),
-        });
-        const pushIds =
-          bound.length === 0
-            ? turn.waitingAcks
-            : [...turn.waitingAcks, ...bound.map((d) => d.pushId)];
-        if (pushIds.length > 0) enqueue({ type: 'settleAcks', params: pushIds });
+        const release = turnRelease(context, params as Partial<TurnLoopContext> | undefined);
+        if (release === undefined) return;
+        for (const id of release.stopped) enqueue.stopChild(id);
+        enqueue.assign(release.patch);
+        if (release.acks.length > 0) enqueue({ type: 'settleAcks', params: release.acks });
       }),
     ),
 

@@ -1,10 +1,15 @@
 /**
- * The turn machine: one turn of a TurnLoop, spawned by the loop (docs/architecture.md,
- * "TurnLoop"). Eino ADK's TurnLoop runs the same steps in one goroutine; here each is a state.
+ * The turn machine: the turns of a TurnLoop, one after the other, in one actor the loop invokes
+ * (docs/architecture.md, "TurnLoop"). Eino ADK's TurnLoop runs the same steps in one goroutine;
+ * here each is a state.
  *
  * @remarks
  * Two parallel regions:
- * - `progress`: `planning → running → handling | suspended → ended`. `planning` is genInput (or
+ * - `progress`: `idle → planning → running → handling | suspended → ended`, and from `ended`
+ *   (or `idle`) the loop's next `turn.begin` starts the next turn at `planning`, with a fresh
+ *   context (`resetTurn`) and the `cancel` region back at `uncancelled`: a turn costs no actor
+ *   of its own (its construction, `xstate.init` and stop were a tenth of a preempted turn's
+ *   heap). `planning` is genInput (or
  *   genResume), then prepareAgent (the entry action `planTurn`; the turn hears `turn.planned`);
  *   `turn.planned` starts the run (`startRun`) and the loop hears `turn.started`, with the plan
  *   and the run id, in that one microstep (`announceStart`; a run that cannot start raises
@@ -70,6 +75,8 @@ export interface TurnMachineContext {
 /** Events the turn machine accepts: the loop's cancel, and what its logic reports. */
 export type TurnEvent =
   | TurnCancelCommand
+  /** The loop starts its next turn with this actor (one turn actor serves all of a loop's turns). */
+  | TurnBeginCommand
   /** genInput (or genResume) answered, and prepareAgent if anything was consumed. */
   | { type: 'turn.planned'; plan: TurnPlan }
   /** genInput, genResume or prepareAgent threw. */
@@ -82,6 +89,26 @@ export type TurnEvent =
    */
   | { type: 'run.settled'; settlement: RunSettlement; handled?: HandlerResult }
   | { type: 'handler.returned'; result: HandlerResult };
+
+/** The loop's command that starts a turn: the turn plans `input` (genInput or genResume). */
+export interface TurnBeginCommand {
+  readonly type: 'turn.begin';
+  readonly input: TurnInput;
+}
+
+/** What the turn remembers between turns: nothing of the last one. */
+const freshTurn = (input: TurnInput): TurnMachineContext => ({
+  input,
+  plan: undefined,
+  runId: undefined,
+  startError: undefined,
+  settlement: undefined,
+  handled: undefined,
+  lastCancel: undefined,
+});
+
+/** The input of the turn actor before the loop's first turn (never planned). */
+const noTurn: TurnInput = { kind: 'input', turnId: '', items: [], preemptedItems: [] };
 
 /** The cancel a handler that returned early sends its still running run. */
 const handlerCancel: TurnCancelCommand = {
@@ -101,7 +128,6 @@ const turnSetup = setup({
   types: {
     context: {} as TurnMachineContext,
     events: {} as TurnEvent,
-    input: {} as TurnInput,
   },
   actors: {
     /** Placeholder: onAgentEvents over the run's events; answers `handler.returned`. */
@@ -143,6 +169,8 @@ const turnSetup = setup({
       if (event.type !== 'turn.cancel') return {};
       return { lastCancel: { by: event.by, contributed: true, reason: event.request.reason } };
     }),
+    /** `turn.begin`: the turn forgets the last one and takes the loop's next input. */
+    resetTurn: assign(({ event }) => (event.type === 'turn.begin' ? freshTurn(event.input) : {})),
     recordSettlement: assign(({ event }) => {
       if (event.type !== 'run.settled') return {};
       const { settlement, handled } = event;
@@ -222,6 +250,8 @@ export const turnMachine = turnSetup
               : undefined,
           };
           enqueue({ type: 'forgetTurn', params: context.input.turnId });
+          // The actor serves the loop's next turn: this turn's onAgentEvents reader goes now.
+          if (check('readsEvents')) enqueue.stopChild('handler');
           enqueue.sendParent({ type: 'turn.ended', turnId: context.input.turnId, ending });
         }),
       ),
@@ -263,19 +293,13 @@ export const turnMachine = turnSetup
   .createMachine({
     id: 'turn',
     type: 'parallel',
-    context: ({ input }) => ({
-      input,
-      plan: undefined,
-      runId: undefined,
-      startError: undefined,
-      settlement: undefined,
-      handled: undefined,
-      lastCancel: undefined,
-    }),
+    context: freshTurn(noTurn),
     states: {
       progress: {
-        initial: 'planning',
+        initial: 'idle',
         states: {
+          /** Before the loop's first turn. */
+          idle: {},
           /** genInput (or genResume), then prepareAgent. */
           planning: {
             entry: { type: 'planTurn', params: ({ context }) => context.input },
@@ -336,6 +360,8 @@ export const turnMachine = turnSetup
           ended: {},
         },
         on: {
+          // The loop's next turn, in the actor that ran the last one (from `idle` or `ended`).
+          'turn.begin': { target: '.planning', actions: 'resetTurn' },
           'handler.returned': [
             {
               guard: 'runSettled',
@@ -350,7 +376,10 @@ export const turnMachine = turnSetup
       },
       cancel: {
         initial: 'uncancelled',
-        on: { 'turn.cancel': { actions: 'cancelRun' } },
+        on: {
+          'turn.cancel': { actions: 'cancelRun' },
+          'turn.begin': { target: '.uncancelled' },
+        },
         states: {
           uncancelled: {
             always: [

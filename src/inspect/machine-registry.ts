@@ -49,7 +49,7 @@ export const registeredMachines: readonly RegisteredMachine[] = [
     machine: turnMachine,
     source: 'machines/turn.machine.ts',
     summary:
-      'One turn of a TurnLoop, spawned by the loop: planning → running → handling → ended, with who cancelled its run (preempt, stop, the handler) as a parallel region.',
+      'The turns of a TurnLoop, one after the other in one actor the loop invokes: each turn.begin goes planning → running → handling → ended, with who cancelled its run (preempt, stop, the handler) as a parallel region.',
   },
   {
     name: 'runtime',

@@ -31,7 +31,7 @@ async function preemptIntoTurnTwo(
 }
 
 describe('TurnLoop turn steps', () => {
-  it('a turn is one actor: no handler without onAgentEvents (one per turn with it), no planning or run-following child', async () => {
+  it("a loop's turns share one actor: no handler without onAgentEvents (one per turn with it), no planning or run-following child", async () => {
     for (const reads of [false, true]) {
       const { ids, inspect } = actorsCreated();
       const { loop, stepped } = createTestLoop({
@@ -50,7 +50,9 @@ describe('TurnLoop turn steps', () => {
       const exit = await loop.wait();
       expect(exit.exitReason).toBeUndefined();
       expect(ids.filter((id) => id === 'handler')).toHaveLength(reads ? 2 : 0);
-      expect(ids.filter((id) => id === 'turn')).toHaveLength(2);
+      // Two turns ran (the preempted one and the next), in the loop's one turn actor.
+      expect(stepped.executions).toHaveLength(2);
+      expect(ids.filter((id) => id === 'turn')).toHaveLength(1);
       // Planning and following the run are the turn's actions, not actors of their own: the
       // only other actor is the loop itself.
       expect(ids.filter((id) => id !== 'turn' && id !== 'handler')).toHaveLength(1);
