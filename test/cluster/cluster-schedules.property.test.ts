@@ -60,7 +60,9 @@ type Step =
   | { kind: 'finish'; node: number }
   | { kind: 'die'; node: number }
   | { kind: 'pause' }
-  | { kind: 'wake'; via: 'renew' | 'deadline' };
+  | { kind: 'wake'; via: 'renew' | 'deadline' }
+  /** The holder's agent reaches a safe point in its active run (recorded in a `resume` session). */
+  | { kind: 'safepoint'; node: number };
 
 /** A step as the counterexample prints it: `send on B`, `interrupt run#2 on C`, … */
 const label = (step: Step): string => {
@@ -73,30 +75,41 @@ const label = (step: Step): string => {
 const named = (step: Step): Step => Object.assign(step, { [fc.toStringMethod]: () => label(step) });
 
 const node = fc.nat({ max: names.length - 1 });
-const step: fc.Arbitrary<Step> = fc
-  .oneof(
-    { weight: 6, arbitrary: fc.record({ kind: fc.constant('send' as const), node }) },
-    {
-      weight: 3,
-      arbitrary: fc.record({
-        kind: fc.constant('interrupt' as const),
-        node,
-        run: fc.nat({ max: 15 }),
-        mode: fc.constantFrom('immediate' as const, 'any_safe_point' as const),
-      }),
-    },
-    { weight: 4, arbitrary: fc.record({ kind: fc.constant('finish' as const), node }) },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant('die' as const), node }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('pause' as const) }) },
-    {
-      weight: 2,
-      arbitrary: fc.record({
-        kind: fc.constant('wake' as const),
-        via: fc.constantFrom('renew' as const, 'deadline' as const),
-      }),
-    },
-  )
-  .map(named);
+const stepsOf = (failover: Failover): fc.Arbitrary<Step> =>
+  fc
+    .oneof(
+      { weight: 6, arbitrary: fc.record({ kind: fc.constant('send' as const), node }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          kind: fc.constant('interrupt' as const),
+          node,
+          run: fc.nat({ max: 15 }),
+          mode: fc.constantFrom('immediate' as const, 'any_safe_point' as const),
+        }),
+      },
+      { weight: 4, arbitrary: fc.record({ kind: fc.constant('finish' as const), node }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('die' as const), node }) },
+      { weight: 2, arbitrary: fc.record({ kind: fc.constant('pause' as const) }) },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant('wake' as const),
+          via: fc.constantFrom('renew' as const, 'deadline' as const),
+        }),
+      },
+      // Only a `resume` session records safe points: the `mark` model's steps are as before.
+      {
+        weight: failover === 'resume' ? 4 : 0,
+        arbitrary: fc.record({ kind: fc.constant('safepoint' as const), node }),
+      },
+    )
+    .map(named);
+
+/** The failover policy of the model's session (and of its nodes' wiring). */
+type Failover = 'mark' | 'resume';
+/** The attempts a run gets in the `resume` model (a low bound, so schedules reach it). */
+const maxAttempts = 3;
 
 /** A Stream entry as the model reads it. */
 interface Logged {
@@ -150,6 +163,38 @@ const regressions: Step[][] = [
   ],
 ].map((schedule) => schedule.map((s) => named(s as Step)));
 
+/**
+ * `resume` schedules run first every time: a run resumed until its attempts run out (two deaths
+ * and two pauses of its holders, the last taking it over marking it), and a paused holder whose
+ * attempt finishes after the next holder resumed the run (its writes refused).
+ */
+const resumeExamples: Step[][] = [
+  [
+    { kind: 'send', node: 0 },
+    { kind: 'safepoint', node: 0 },
+    { kind: 'die', node: 0 },
+    { kind: 'send', node: 1 },
+    { kind: 'safepoint', node: 1 },
+    { kind: 'pause' },
+    { kind: 'send', node: 2 },
+    { kind: 'safepoint', node: 2 },
+    { kind: 'wake', via: 'renew' },
+    { kind: 'pause' },
+    { kind: 'send', node: 1 },
+    { kind: 'finish', node: 1 },
+  ],
+  [
+    { kind: 'send', node: 0 },
+    { kind: 'safepoint', node: 0 },
+    { kind: 'pause' },
+    { kind: 'send', node: 1 },
+    { kind: 'finish', node: 0 },
+    { kind: 'wake', via: 'deadline' },
+    { kind: 'safepoint', node: 1 },
+    { kind: 'finish', node: 1 },
+  ],
+].map((schedule) => schedule.map((s) => named(s as Step)));
+
 describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real Redis)', () => {
   const cluster = useCluster();
   const makeNode = useClusterNodes();
@@ -161,10 +206,15 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
    * `strict`: a paused node takes an interrupt before its overdue deadline timer fires (the test
    * below); otherwise its deadline fires first, as the timers phase usually runs first.
    */
-  const runSchedule = async (schedule: Step[], counted: () => void, strict: boolean) => {
+  const runSchedule = async (
+    schedule: Step[],
+    counted: () => void,
+    strict: boolean,
+    failover: Failover = 'mark',
+  ) => {
     connections ??= names.map(() => cluster.connect());
     try {
-      await scheduleOn(connections, schedule, counted, strict);
+      await scheduleOn(connections, schedule, counted, strict, failover);
     } finally {
       await makeNode.closeAll();
     }
@@ -176,7 +226,7 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
     let steps = 0;
     await fc.assert(
       fc.asyncProperty(
-        fc.array(step, { minLength: 1, maxLength: 24, size: 'max' }),
+        fc.array(stepsOf('mark'), { minLength: 1, maxLength: 24, size: 'max' }),
         async (schedule) => {
           schedules++;
           await runSchedule(schedule, () => steps++, false);
@@ -185,6 +235,29 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
       { numRuns, examples: regressions.map((schedule) => [schedule]) },
     );
     console.info(`cluster schedules: ${schedules} schedules, ${steps} steps checked`);
+  }, 120_000);
+
+  it('with failover resume: the same invariants, a log whose attempts follow the state (run.resumed 2…maxAttempts while RUNNING, then owner_lost with its attempts), and no attempt on two instances at once', async () => {
+    const numRuns = resolveRaceRuns(undefined, 25);
+    let schedules = 0;
+    let steps = 0;
+    let resumed = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(stepsOf('resume'), { minLength: 1, maxLength: 24, size: 'max' }),
+        async (schedule) => {
+          schedules++;
+          await runSchedule(schedule, () => steps++, false, 'resume');
+          resumed += lastResumed;
+        },
+      ),
+      { numRuns, examples: resumeExamples.map((schedule) => [schedule]) },
+    );
+    // The examples alone resume four attempts: a model that never resumes fails here.
+    expect(resumed).toBeGreaterThanOrEqual(4);
+    console.info(
+      `cluster schedules (resume): ${schedules} schedules, ${steps} steps checked, ${resumed} attempts resumed`,
+    );
   }, 120_000);
 
   /**
@@ -204,21 +277,28 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
     await runSchedule(schedule.map(named), () => undefined, true);
   });
 
+  /** How many `run.resumed` the last schedule logged (a count for the report). */
+  let lastResumed = 0;
+
   async function scheduleOn(
     connections: Redis[],
     schedule: Step[],
     counted: () => void,
     strict: boolean,
+    failover: Failover,
   ) {
     const scene = cluster.scene(key);
     const agents = names.map(() => createScriptedAgent<string>());
     const nodes: ClusterNode[] = names.map((name, i) =>
       makeNode(scene, name, {
-        failover: 'mark',
+        failover,
+        failoverMaxAttempts: maxAttempts,
         agent: agents[i]!,
         instance: { redis: connections[i]!, leaseTtlMs: ttlMs },
       }),
     );
+    let safePoints = 0;
+    lastResumed = 0;
     const state: Array<'alive' | 'dead' | 'paused'> = names.map(() => 'alive');
     const known: string[] = [];
     const namedRuns = new Set<string>(); // runs some interrupt step named
@@ -226,7 +306,7 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
     const cancelPending = new Set<string>(); // at a safe point: never FAILED (owner_lost)
     let lastFence = 0;
     await Promise.all(nodes.map((n) => n.access.ready));
-    await nodes[0]!.access.execute(createCommand(key));
+    await nodes[0]!.access.execute(createCommand(key, failover));
 
     /** A command on a paused node: refused, since the node no longer holds the session. */
     const pausedAnswer = (via: ClusterNode, command: SessionCommand, step: string) =>
@@ -304,6 +384,12 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
           state[holder] = 'paused';
           break;
         }
+        case 'safepoint': {
+          const runId = n!.runtime.session(key.ownerId, key.sessionId).activeRunId;
+          if (runId === undefined || !agents[i]!.isExecuting(runId)) continue;
+          agents[i]!.safePoint(runId, 'afterChatModel', { step: ++safePoints });
+          break;
+        }
         case 'wake': {
           const paused = state.indexOf('paused');
           if (paused < 0) continue;
@@ -329,6 +415,7 @@ describe.skipIf(skipRedis)('multi-instance schedules with runs (fast-check, real
         cancelAccepted,
         cancelPending,
       });
+      if (failover === 'resume') lastResumed = await checkAttempts(scene, nodes, agents, state);
     }
   }
 });
@@ -508,4 +595,64 @@ async function check(
     previous = fence!;
   }
   return redisFence;
+}
+
+/**
+ * The `resume` model's invariants: each run's `run.resumed` attempts count 2, 3, … up to
+ * `maxAttempts`, each logged while the run is RUNNING in the log (no second start: the
+ * run-status path above stays one path); a run marked `owner_lost` after a resume names its
+ * attempts; and no attempt runs on two instances at once: of the nodes that are neither dead
+ * nor paused, at most one executes a run, and only the holder of the latest fence. Returns how
+ * many attempts were resumed.
+ */
+async function checkAttempts(
+  scene: ClusterScene,
+  nodes: ClusterNode[],
+  agents: ReadonlyArray<{ isExecuting(runId: string): boolean }>,
+  state: string[],
+): Promise<number> {
+  const { events } = await readLog(scene);
+  const status = new Map<string, string>();
+  const attempts = new Map<string, number>();
+  let resumed = 0;
+  for (const event of events) {
+    if (event.runId === undefined) continue;
+    if (event.type === 'run.status') status.set(event.runId, String(event.payload.to));
+    if (event.type === 'run.resumed') {
+      resumed++;
+      const attempt = Number(event.payload.attempt);
+      const expected = (attempts.get(event.runId) ?? 1) + 1;
+      if (attempt !== expected || attempt > maxAttempts) {
+        broken('attempts-count-up', { runId: event.runId, attempt, expected });
+      }
+      if (status.get(event.runId) !== 'RUNNING') {
+        broken('resumed-while-running', { runId: event.runId, status: status.get(event.runId) });
+      }
+      attempts.set(event.runId, attempt);
+    }
+    if (event.type === 'run.failed' && event.payload.cause === 'owner_lost') {
+      const attempt = attempts.get(event.runId);
+      if (attempt !== undefined && event.payload.attempts !== attempt) {
+        broken('owner-lost-names-attempts', {
+          runId: event.runId,
+          attempt,
+          payload: event.payload,
+        });
+      }
+    }
+  }
+  const fence = Number((await scene.admin.get(scene.keys.fence)) ?? 0);
+  for (const runId of status.keys()) {
+    const executing = nodes.flatMap((n, i) =>
+      state[i] === 'alive' && agents[i]!.isExecuting(runId) ? [i] : [],
+    );
+    if (executing.length > 1) {
+      broken('one-attempt-at-a-time', { runId, nodes: executing.map((i) => names[i]) });
+    }
+    const [only] = executing;
+    if (only !== undefined && nodes[only]!.cluster.fenceOf(key) !== fence) {
+      broken('attempt-on-holder', { runId, node: names[only], fence });
+    }
+  }
+  return resumed;
 }
