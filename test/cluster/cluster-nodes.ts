@@ -84,6 +84,8 @@ export interface NodeOptions {
    * @default 3
    */
   readonly failoverMaxAttempts?: number;
+  /** Where the failover recorder's lines go (a state over the cap). @default dropped */
+  readonly log?: (line: string) => void;
 }
 
 /** The event log `log`, recording each append that it took with the fence held at the time. */
@@ -193,7 +195,7 @@ export function useClusterNodes() {
         ? createSafePointRecorder({
             cluster,
             sessions,
-            log: () => undefined,
+            log: options.log ?? (() => undefined),
             cutRun: () => undefined,
           })
         : undefined;

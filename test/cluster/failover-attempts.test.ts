@@ -7,7 +7,9 @@
  * `failover: 'mark'` (the default) marks at once.
  */
 import { describe, expect, it } from 'vitest';
+import { maxResumeStateBytes } from '../../src/cluster/failover-resume.js';
 import type { SessionKey } from '../../src/events/event-log.js';
+import type { Agent } from '../../src/run/agent.js';
 import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster, type ClusterScene } from './cluster-helpers.js';
 import {
@@ -155,5 +157,52 @@ describe.skipIf(skipRedis)('failover resume: attempts (cluster nodes, real Redis
       cause: 'owner_lost',
     });
     expect(b.started).toEqual([]);
+  });
+
+  it('a safe-point state over the cap (256 KiB) clears the recorded one: the run is marked, and the log says so once', async () => {
+    const scene = cluster.scene(key);
+    const lines: string[] = [];
+    let bigReported = () => undefined as void;
+    const reported = new Promise<void>((resolve) => (bigReported = resolve));
+    // A small state, then two over the cap, then it waits until cancelled.
+    const agent: Agent<string, unknown> = {
+      execute: (_input, ctx) =>
+        new Promise((_resolve, reject) => {
+          ctx.safePoint('afterChatModel', { step: 1, text: 'small' });
+          const big = { step: 2, text: 'x'.repeat(maxResumeStateBytes) };
+          ctx.safePoint('afterChatModel', big);
+          ctx.safePoint('afterToolCalls', { ...big, step: 3 });
+          bigReported();
+          ctx.signal.addEventListener('abort', () => reject(new Error('cancelled')), {
+            once: true,
+          });
+        }),
+    };
+    const a = makeNode(scene, 'A', {
+      failover: 'resume',
+      agent,
+      log: (line) => lines.push(line),
+      instance: { leaseTtlMs: ttlMs },
+    });
+    const b = makeNode(scene, 'B', { failover: 'resume', instance: { leaseTtlMs: ttlMs } });
+    await Promise.all([a.access.ready, b.access.ready]);
+    await a.access.execute(createCommand(key, 'resume'));
+    const runId = runIdOf(await a.access.execute(messageCommand(key, 'm0')));
+    await reported;
+    await a.cluster.flushed(key);
+    expect(await scene.admin.hget(scene.keys.run(runId), 'resumeState')).toBe('null');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      new RegExp(`run ${runId}: its safe-point state is \\d+ bytes, over the 262144-byte cap`),
+    );
+    await kill(scene, a);
+    await b.access.execute(messageCommand(key, 'm1'));
+    await b.cluster.flushed(key);
+    const own = (await logOf(scene)).filter((e) => e.runId === runId);
+    expect(own.some((e) => e.type === 'run.resumed')).toBe(false);
+    expect(own.find((e) => e.type === 'run.failed')?.payload).toMatchObject({
+      cause: 'owner_lost',
+    });
+    expect(b.started).toEqual(['m1']);
   });
 });
