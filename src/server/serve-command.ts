@@ -21,8 +21,9 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --lease-ttl-ms <ms>       session lease lifetime; a dead   RUNPLANE_LEASE_TTL_MS (default 10000)
                             instance's sessions move after it
   --key-prefix <prefix>     prefix of every Redis key        RUNPLANE_KEY_PREFIX (default rp:)
-  --failover-max-attempts <n> attempts a run of a session    RUNPLANE_FAILOVER_MAX_ATTEMPTS (default 3)
-                            with failover resume gets in all
+  --failover-max-attempts <n>                                RUNPLANE_FAILOVER_MAX_ATTEMPTS (default 3)
+                            attempts a run of a session with
+                            failover resume gets in all
   --tokens <list>           Bearer tokens "token:owner,..."  RUNPLANE_TOKENS  (default: a dev token for
                             owner "dev", created once per database and printed at start)
   --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
