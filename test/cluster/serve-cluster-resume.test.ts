@@ -14,6 +14,7 @@ import {
   sendMessages,
   useServeCluster,
   waitFor,
+  waitForLine,
   waitForRunEnd,
   type ServeCluster,
   type ServeNode,
@@ -147,6 +148,44 @@ describe.skipIf(skipRedis)('runplane serve --redis: failover resume', () => {
     expect((await a.process.exited).code).toBe(0);
     expect([b.id, c.id]).toContain((await world.lease(sessionId))?.instanceId);
     await expectResumedRun(world, [b, c], follower, sessionId, runId);
+    follower.close();
+  });
+
+  it('SIGSTOP of the holder until another resumed the run, then SIGCONT: the old attempt writes nothing more', async () => {
+    const world = cluster();
+    const { a, b, c } = await threeNodes(world);
+    const { sessionId, follower, runId } = await resumableRun(world, a, c);
+    const before = (await world.lease(sessionId)) ?? { instanceId: '', fence: 0 };
+    expect(before.instanceId).toBe(a.id);
+
+    a.pause();
+    await waitFor(async () => (a.state() === 'T' ? true : undefined), 'A stopped');
+    // No request: the watch of B or C takes the session once A's lease has expired.
+    const resumedSeen = await follower.until(
+      (e) => e.type === 'run.resumed' && e.run_id === runId,
+      'run.resumed elsewhere',
+      world.leaseTtlMs + 15_000,
+    );
+    expect(resumedSeen.payload).toMatchObject({ attempt: 2 });
+    const after = (await world.lease(sessionId)) ?? { instanceId: '', fence: 0 };
+    expect(after.fence).toBeGreaterThan(before.fence);
+    expect([b.id, c.id]).toContain(after.instanceId);
+
+    // A wakes with its timers overdue (its agent's next word, its renew): it gives the session up.
+    a.resume();
+    await waitForLine(a, new RegExp(`lost session ${world.ownerId}/${sessionId} `));
+    await expectResumedRun(world, [a, b, c], follower, sessionId, runId);
+    // The old attempt's messages stop at the resume: nothing it streamed lands after it.
+    const stored = await world.storedEvents(sessionId);
+    const at = stored.findIndex((e) => e.type === 'run.resumed' && e.runId === runId);
+    const oldMessages = new Set(
+      stored
+        .slice(0, at)
+        .flatMap((e) => (e.type === 'agent.message_delta' ? [e.payload.message_id] : [])),
+    );
+    expect(oldMessages.size).toBeGreaterThan(0);
+    expect(stored.slice(at).filter((e) => oldMessages.has(e.payload.message_id))).toEqual([]);
+    expect(await world.lease(sessionId)).toMatchObject({ fence: after.fence });
     follower.close();
   });
 });
