@@ -140,16 +140,26 @@ export function createSafePointRecorder(deps: SafePointRecorderDeps): SafePointR
       return {
         execute(input, ctx) {
           if (ctx.parentRunId !== undefined) return agent.execute(input, ctx);
-          // The context's own fields stay live (its accessors read the run through `this`).
-          const recording = Object.create(ctx, {
-            safePoint: {
-              value: (kind: Parameters<RunContext['safePoint']>[0], state?: unknown) => {
-                record(ctx, kind, state);
-                ctx.safePoint(kind, state);
+          // A copy of the context's own properties (its live accessors read the run through
+          // `this`, by a symbol the copy keeps), so an agent may still spread or destructure it.
+          const recording = Object.defineProperties(
+            {},
+            {
+              ...Object.getOwnPropertyDescriptors(ctx),
+              safePoint: {
+                value: (kind: Parameters<RunContext['safePoint']>[0], state?: unknown) => {
+                  record(ctx, kind, state);
+                  ctx.safePoint(kind, state);
+                },
+                enumerable: true,
+              },
+              history: {
+                get: () => historyOf(ctx, ctx.history),
+                enumerable: true,
+                configurable: true,
               },
             },
-            history: { get: () => historyOf(ctx, ctx.history), enumerable: true },
-          }) as RunContext;
+          ) as RunContext;
           const done = agent.execute(input, recording);
           const forget = () => {
             tooLarge.delete(ctx.runId);

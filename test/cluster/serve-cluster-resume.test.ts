@@ -138,11 +138,15 @@ describe.skipIf(skipRedis)('runplane serve --redis: failover resume', () => {
     const { sessionId, follower, runId } = await resumableRun(world, a, c);
     expect((await world.lease(sessionId))?.instanceId).toBe(a.id);
 
+    const signalledAt = performance.now();
     a.process.child.kill('SIGTERM');
     const resumedSeen = await follower.until(
       (e) => e.type === 'run.resumed' && e.run_id === runId,
       'run.resumed elsewhere',
       world.leaseTtlMs + 15_000,
+    );
+    console.info(
+      `SIGTERM → run.resumed on the follower: ${Math.round(resumedSeen.arrivedAt - signalledAt)} ms`,
     );
     expect(resumedSeen.payload).toMatchObject({ attempt: 2 });
     expect((await a.process.exited).code).toBe(0);
