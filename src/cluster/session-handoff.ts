@@ -9,7 +9,9 @@
  * - **Take** (`rebuild`): the session's unfinished runs, as recorded, oldest first: one whose log
  *   already ends it gets that outcome; one that was running on the last holder is marked (the
  *   failover policy `mark`): CANCELLED when a cancel was pending, else FAILED with cause
- *   `owner_lost`; one still waiting goes back in the queue under its own id, in order. A loop
+ *   `owner_lost`, or, in a session with the policy `resume`, started again under its own id
+ *   from its last recorded safe point (`failover-resume.ts`), first, while it has attempts
+ *   left; one still waiting goes back in the queue under its own id, in order, after it. A loop
  *   session's turn is marked the same way and its loop resumes from its checkpoint and log.
  * - **Lose** (`abandon`): the session's live runs here are cancelled, their writes refused
  *   (`STALE_FENCE`), its loop stopped without a checkpoint: the next holder goes on from Redis.
