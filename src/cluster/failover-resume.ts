@@ -115,11 +115,11 @@ export function createSafePointRecorder(deps: SafePointRecorderDeps): SafePointR
     if (resolve === undefined) return;
     cutting.delete(ctx.runId);
     cut.add(ctx.runId);
-    // After the agent's safe point returns: the cut is the runtime's cancel, not a reentry.
-    queueMicrotask(() => {
-      deps.cutRun(key, ctx.runId);
-      resolve(true);
-    });
+    // Detached and cancelled before the run's own safe point is reported, which then throws
+    // the cancel into the agent: nothing the run does after its recorded state is kept here
+    // (not a drained hint, not a history save).
+    deps.cutRun(key, ctx.runId);
+    resolve(true);
   };
 
   const historyOf = (ctx: RunContext, history: SessionHistory): SessionHistory => ({

@@ -150,6 +150,8 @@ describe.skipIf(skipRedis)('runplane serve --redis: failover resume', () => {
     );
     expect(resumedSeen.payload).toMatchObject({ attempt: 2 });
     expect((await a.process.exited).code).toBe(0);
+    // The cut run's refused writes are not reported as errors: it was handed on.
+    expect(a.process.errors()).toBe('');
     expect([b.id, c.id]).toContain((await world.lease(sessionId))?.instanceId);
     await expectResumedRun(world, [b, c], follower, sessionId, runId);
     follower.close();
