@@ -41,6 +41,9 @@ const recordedSafePoint = (world: ServeCluster, sessionId: string, runId: string
 /** A `resume` session on `holder` with one long run streaming there, followed on `watcher`. */
 async function resumableRun(world: ServeCluster, holder: ServeNode, watcher: ServeNode) {
   const sessionId = await createSession(holder, { failover: 'resume' });
+  // Read from Redis on an instance that does not hold the session.
+  const view = await watcher.api('GET', `/api/sessions/${sessionId}`);
+  expect(view.body).toMatchObject({ failover: 'resume' });
   const follower = await watcher.follow(sessionId, { after: 0 });
   const [sent] = await sendMessages(holder, sessionId, [LONG]);
   const runId = sent?.run_id ?? '';
