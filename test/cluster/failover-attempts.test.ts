@@ -205,4 +205,44 @@ describe.skipIf(skipRedis)('failover resume: attempts (cluster nodes, real Redis
     });
     expect(b.started).toEqual(['m1']);
   });
+
+  it('a run lost after it saved its turn to the history is marked, not redone (its state was cleared first)', async () => {
+    const scene = cluster.scene(key);
+    let saved = () => undefined as void;
+    const historySaved = new Promise<void>((resolve) => (saved = resolve));
+    // Reaches a safe point, saves its turn (as the ReAct agent does at its end), then is lost
+    // before its terminal events.
+    const agent: Agent<string, unknown> = {
+      execute: async (input, ctx) => {
+        ctx.safePoint('afterChatModel', { step: 1, text: input });
+        await ctx.history.append([
+          { role: 'user', content: input },
+          { role: 'assistant', id: 'm1', content: 'done' },
+        ]);
+        saved();
+        return new Promise((_resolve, reject) =>
+          ctx.signal.addEventListener('abort', () => reject(new Error('cancelled')), {
+            once: true,
+          }),
+        );
+      },
+    };
+    const a = makeNode(scene, 'A', { failover: 'resume', agent, instance: { leaseTtlMs: ttlMs } });
+    const b = makeNode(scene, 'B', { failover: 'resume', instance: { leaseTtlMs: ttlMs } });
+    await Promise.all([a.access.ready, b.access.ready]);
+    await a.access.execute(createCommand(key, 'resume'));
+    const runId = runIdOf(await a.access.execute(messageCommand(key, 'm0')));
+    await historySaved;
+    await a.cluster.flushed(key);
+    expect(await scene.admin.hget(scene.keys.run(runId), 'resumeState')).toBe('null');
+    await kill(scene, a);
+    await b.access.execute(messageCommand(key, 'm1'));
+    await b.cluster.flushed(key);
+    const own = (await logOf(scene)).filter((e) => e.runId === runId);
+    expect(own.some((e) => e.type === 'run.resumed')).toBe(false);
+    expect(own.find((e) => e.type === 'run.failed')?.payload).toMatchObject({
+      cause: 'owner_lost',
+    });
+    expect(b.started).toEqual(['m1']);
+  });
 });
