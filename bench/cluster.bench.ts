@@ -15,7 +15,9 @@
  * - **failover**: the holder is killed with SIGKILL while its run streams, nothing but an SSE
  *   stream and reads touch the session, and the figure is the `at` of `run.failed {cause:
  *   owner_lost}` (stamped by the instance that took the lease) minus the kill time; a fresh
- *   instance replaces the dead one after each round.
+ *   instance replaces the dead one after each round. The same with a session of failover
+ *   policy `resume`, once a safe point of the run is in Redis: the `at` of `run.resumed
+ *   {attempt: 2}` minus the kill time (each round also waits for the resumed run to complete).
  * - **throughput**: 1,000 sessions × 5 calculator messages (64 requests in flight, each session
  *   on the instance that created it), 3 instances against 1, both in cluster mode on the same
  *   Redis; every run is checked (COMPLETED with the right reply, every log whole) and the CPU
@@ -119,26 +121,45 @@ async function crossInstance(world: ServeCluster, rounds: number, sessionCount =
   return { cancelMs, answerMs, cancelSseMs, eventMs };
 }
 
-/** kill -9 of the holder mid-run → the run marked FAILED owner_lost elsewhere. */
-async function failovers(world: ServeCluster, rounds: number) {
+/**
+ * kill -9 of the holder mid-run → the run marked FAILED owner_lost elsewhere (`mark`), or
+ * `run.resumed {attempt: 2}` logged elsewhere once a safe point of it is in Redis (`resume`;
+ * the round then waits for the resumed run to complete).
+ */
+async function failovers(world: ServeCluster, rounds: number, policy: 'mark' | 'resume' = 'mark') {
   let alive = await world.startMany(['f0', 'f1', 'f2'], { chunkDelayMs: 40, args: uncapped });
   const markedMs: number[] = [];
   const seenMs: number[] = [];
   for (let i = 0; i < rounds; i++) {
     const [victim, watcher] = alive as [ServeNode, ServeNode, ServeNode];
-    const id = await createSession(victim);
+    const id = await createSession(victim, { failover: policy });
     const follower = await watcher.follow(id, { after: 0 });
     const [sent] = await sendMessages(victim, id, [LONG]);
     const runId = sent?.run_id ?? '';
     await follower.until((e) => e.type === 'agent.message_delta', `a delta of ${runId}`);
+    if (policy === 'resume') {
+      await waitFor(
+        async () => (await world.admin.hget(world.keys(id).run(runId), 'resumeState')) ?? undefined,
+        `a safe point of ${runId}`,
+      );
+    }
     const killedAt = wallNow();
     await victim.kill();
     const failed = await follower.until(
-      (e) => e.type === 'run.failed' && e.run_id === runId,
-      `${runId} marked`,
+      (e) => e.run_id === runId && e.type === (policy === 'mark' ? 'run.failed' : 'run.resumed'),
+      `${runId} ${policy === 'mark' ? 'marked' : 'resumed'}`,
       world.leaseTtlMs + 60_000,
     );
-    if (failed.payload.cause !== 'owner_lost') throw new Error(JSON.stringify(failed.payload));
+    if (policy === 'mark' && failed.payload.cause !== 'owner_lost') {
+      throw new Error(JSON.stringify(failed.payload));
+    }
+    if (policy === 'resume') {
+      if (failed.payload.attempt !== 2) throw new Error(JSON.stringify(failed.payload));
+      await follower.until(
+        (e) => e.type === 'run.completed' && e.run_id === runId,
+        `${runId} completed after its resume`,
+      );
+    }
     markedMs.push(failed.at - killedAt);
     seenMs.push(performance.timeOrigin + failed.arrivedAt - killedAt);
     follower.close();
@@ -278,6 +299,7 @@ export async function clusterFigures(): Promise<Figure[]> {
   try {
     const cross = await run((w) => crossInstance(w, rounds));
     const failover = await run((w) => failovers(w, failoverRounds));
+    const resume = await run((w) => failovers(w, failoverRounds, 'resume'));
     // The default 10 s lease: at 64 requests in flight on a loaded host a 1 s lease outlives
     // an instance's event-loop stalls too rarely (its sessions move: 503 session_moved).
     const one = await run((w) => throughput(w, 1, sessions), throughputTtlMs);
@@ -285,6 +307,7 @@ export async function clusterFigures(): Promise<Figure[]> {
     const cancel = stats(cross.cancelMs);
     const event = stats(cross.eventMs);
     const marked = stats(failover.markedMs);
+    const resumed = stats(resume.markedMs);
     return [
       {
         name: 'cluster: cancel on B → run.status CANCELLED on A (the agent signal aborted), p99',
@@ -318,6 +341,18 @@ export async function clusterFigures(): Promise<Figure[]> {
           ...marked,
           sseOnWatcherP50Ms: stats(failover.seenMs).p50Ms,
           sseOnWatcherP99Ms: stats(failover.seenMs).p99Ms,
+        },
+      },
+      {
+        name: `cluster: kill -9 of the holder → run.resumed {attempt: 2} elsewhere, failover resume (TTL ${leaseTtlMs} ms), p99`,
+        value: resumed.p99Ms,
+        unit: 'ms',
+        target: `≤ TTL + 1 s (${leaseTtlMs + 1_000} ms)`,
+        meets: resumed.p99Ms <= leaseTtlMs + 1_000,
+        detail: {
+          ...resumed,
+          sseOnWatcherP50Ms: stats(resume.seenMs).p50Ms,
+          sseOnWatcherP99Ms: stats(resume.seenMs).p99Ms,
         },
       },
       {

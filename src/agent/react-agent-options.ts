@@ -77,6 +77,14 @@ export interface ReActSafePointState {
  */
 export interface ReActResumeInput {
   readonly resume: ReActSafePointState;
+  /**
+   * `true` when the session history does not hold the cut turn (a cluster's failover policy
+   * `resume`: the holder died, or a drain cut the run without saving it, README "Cluster"):
+   * the run starts from the state's messages, its user message first, and its `partial` reply
+   * as a cut reply (`stop: 'cancelled'`), and saves them with the rest of the turn at its end.
+   * Absent: the cut run's cancel saved the turn, and the state's messages are not added again.
+   */
+  readonly carried?: boolean | undefined;
 }
 
 /** What a {@link ReActOptions.recoveryReply} function is told about the interrupt. */

@@ -102,8 +102,18 @@ class ReActExecution {
     } else {
       // A resumed turn: with a session history, the cut run's cancel saved the turn up to its
       // safe point there (the reply so far marked `cancelled`), so the model continues from it.
+      // A carried turn (a cluster's failover) was saved nowhere: it comes with the input.
       this.#steps = input.resume.step;
-      if (!saveHistory) this.#produced.push(...input.resume.messages);
+      const { messages, partial } = input.resume;
+      if (!saveHistory || input.carried === true) this.#produced.push(...messages);
+      if (input.carried === true && partial !== undefined && partial !== '') {
+        this.#produced.push({
+          role: 'assistant',
+          id: createMessageId(),
+          content: partial,
+          stop: 'cancelled',
+        });
+      }
     }
   }
 
@@ -447,7 +457,9 @@ class ReActExecution {
  * Resume (a TurnLoop's `genResume`): the input `{ resume: state }` takes the state of the cut
  * run's last safe point ({@link ReActSafePointState}). The resumed run adds no user message and
  * counts its steps on from `state.step`; the session history already holds the turn up to the
- * cut (its cancel saved it), so the model continues from there.
+ * cut (its cancel saved it), so the model continues from there. With `carried: true` (a
+ * cluster's failover, where nothing saved the turn) the state's messages and its partial reply
+ * are the turn so far, saved with the rest at the run's end.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run

@@ -44,7 +44,12 @@ const toStored = (json: string | null): StoredSession | undefined => {
   if (json === null) return undefined;
   try {
     const stored = JSON.parse(json) as StoredSession;
-    return { ...stored, approvalTimeoutMs: stored.approvalTimeoutMs ?? undefined };
+    return {
+      ...stored,
+      approvalTimeoutMs: stored.approvalTimeoutMs ?? undefined,
+      // A record written before the failover policy existed is `mark`.
+      failover: stored.failover ?? 'mark',
+    };
   } catch (error) {
     throw recordStoreFailed('session records read', 'a session record is not JSON', error);
   }
@@ -230,7 +235,7 @@ export function createRedisSessionRecords(instance: ClusterInstance): SessionRec
     });
 
   return {
-    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, mode, at }) {
+    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, mode, failover, at }) {
       const key = { ownerId, sessionId };
       if (storedOf(key) !== undefined) return undefined;
       const record: SessionRecord = {
@@ -240,6 +245,7 @@ export function createRedisSessionRecords(instance: ClusterInstance): SessionRec
         strategy,
         graceMs,
         approvalTimeoutMs,
+        failover: failover ?? 'mark',
         createdAt: at,
         updatedAt: at,
       };
@@ -262,6 +268,7 @@ export function createRedisSessionRecords(instance: ClusterInstance): SessionRec
         strategy: changes.strategy ?? record.strategy,
         graceMs: changes.graceMs ?? record.graceMs,
         approvalTimeoutMs: changes.approvalTimeoutMs ?? record.approvalTimeoutMs,
+        failover: changes.failover ?? record.failover,
         updatedAt: at,
       };
       put(key, next, false);

@@ -17,7 +17,9 @@ import type { ServeStores } from '../server/serve-stores.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess } from '../server/session-access.js';
 import { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
+import type { Agent } from '../run/agent.js';
 import { createClusterInstance, type ClusterInstance } from './cluster-instance.js';
+import { createSafePointRecorder, defaultFailoverMaxAttempts } from './failover-resume.js';
 import type { LiveStateSource } from './live-state.js';
 import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
 import { createRedisCheckpointStore } from './redis-checkpoint-store.js';
@@ -55,14 +57,21 @@ export interface ServeCluster {
       readonly onDeletedReleased: () => void;
     },
   ): SessionAccess;
+  /**
+   * The service's agent, wrapped so that the runs of `resume` sessions record their safe points
+   * (`failover-resume.ts`).
+   */
+  recordingAgent<TInput, TOutput>(agent: Agent<TInput, TOutput>): Agent<TInput, TOutput>;
   /** Starts watching for sessions left without a holder, and releasing idle ones. */
   start(): void;
   /**
    * Hands this instance's sessions to the others: no lease is taken from now on; each held
    * session's waiting runs are detached (they stay waiting in Redis for the next holder), and
-   * sessions with nothing running are released at once.
+   * sessions with nothing running are released at once. In a `resume` session the running run
+   * is cut at its next safe point (within `graceMs`), left RUNNING for the next holder, and the
+   * session released.
    */
-  drain(): Promise<void>;
+  drain(options?: { graceMs?: number }): Promise<void>;
   /** Releases every lease still held (after the runtime's shutdown), then closes the access. */
   close(): Promise<void>;
 }
@@ -149,7 +158,8 @@ async function connect(url: string): Promise<Redis> {
  * @internal Connects to Redis and builds the stores of one cluster instance.
  *
  * @throws `RunplaneError` (`STORE_FAILED`) when Redis cannot be reached
- * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`) for a bad lease TTL, id or prefix
+ * @throws `InvalidArgumentError` (`INVALID_ARGUMENT`) for a bad lease TTL, id, prefix or
+ *   `failoverMaxAttempts`
  */
 export async function openRedisServeStores(
   options: ClusterServeOptions & {
@@ -157,6 +167,17 @@ export async function openRedisServeStores(
     readonly log: (line: string) => void;
   },
 ): Promise<ServeStores & { readonly cluster: ServeCluster }> {
+  const failoverMaxAttempts = options.failoverMaxAttempts ?? defaultFailoverMaxAttempts;
+  if (!(
+    Number.isInteger(failoverMaxAttempts) &&
+    failoverMaxAttempts >= 1 &&
+    failoverMaxAttempts <= 100
+  )) {
+    throw new InvalidArgumentError(
+      'failoverMaxAttempts',
+      `expected \`failoverMaxAttempts\` to be an integer from 1 to 100, got ${String(failoverMaxAttempts)}`,
+    );
+  }
   const redis = await connect(options.url);
   const instanceId = options.instanceId ?? `${hostname()}-${process.pid}`;
   let deps: HandoffDeps | undefined;
@@ -182,6 +203,18 @@ export async function openRedisServeStores(
   const runs = createRedisRunRecords(cluster);
   const sessions = createRedisSessionRecords(cluster);
   const filter = createHandoffFilter(cluster.eventLog, runs);
+  const recorder = createSafePointRecorder({
+    cluster,
+    sessions,
+    log: options.log,
+    cutRun(key, runId) {
+      if (deps === undefined) return;
+      detachRun(deps, key, runId);
+      deps.runtime.runs.cancel(key.ownerId, key.sessionId, runId, {
+        reason: 'drain: resumed on another instance',
+      });
+    },
+  });
   const checkpoints = createRedisCheckpointStore({
     redis,
     keyPrefix: cluster.keyPrefix,
@@ -208,6 +241,7 @@ export async function openRedisServeStores(
         runs,
         sessions,
         filter,
+        failoverMaxAttempts,
       };
       deps = handoff;
       const recording = toHandoffAccess(local, cluster, runs, runtime.clock, onDeletedReleased);
@@ -220,9 +254,10 @@ export async function openRedisServeStores(
         reportError: options.reportError,
         onAcquired: async (key: SessionKey) => {
           const report = await rebuildSession(handoff, key);
-          if (report.marked.length > 0 || report.requeued.length > 0) {
+          const { marked, requeued, resumed } = report;
+          if (marked.length > 0 || requeued.length > 0 || resumed.length > 0) {
             options.log(
-              `runplane serve: took session ${key.ownerId}/${key.sessionId}: ${report.marked.length} run(s) marked, ${report.requeued.length} requeued`,
+              `runplane serve: took session ${key.ownerId}/${key.sessionId}: ${marked.length} run(s) marked, ${resumed.length} resumed, ${requeued.length} requeued`,
             );
           }
           watch?.touched(key);
@@ -230,6 +265,7 @@ export async function openRedisServeStores(
       });
       return access;
     },
+    recordingAgent: (agent) => recorder.wrap(agent),
     start() {
       if (access === undefined || deps === undefined) return;
       watch = startSessionWatch({
@@ -242,12 +278,14 @@ export async function openRedisServeStores(
         everyMs: Math.min(1_000, Math.max(10, Math.floor((options.leaseTtlMs ?? 10_000) / 3))),
       });
     },
-    async drain() {
+    async drain(drainOptions = {}) {
       access?.drain();
       await watch?.stop();
       watch = undefined;
       if (deps === undefined) return;
       const { runtime } = deps;
+      // Past the grace, a run not yet cut ends as in `mark` (the runtime's shutdown).
+      const grace = AbortSignal.timeout(Math.max(1, drainOptions.graceMs ?? 10_000));
       await Promise.all(
         cluster.heldSessions().map(async (key) => {
           const handle = runtime.session(key.ownerId, key.sessionId);
@@ -256,7 +294,20 @@ export async function openRedisServeStores(
           handedOff.set(toSessionKeyString(key), [...handle.queuedRunIds]);
           for (const runId of handle.queuedRunIds) detachRun(deps!, key, runId);
           handle.cancelAll();
-          if (handle.activeRunId === undefined && !deps!.service().loopSessions.has(key)) {
+          const active = handle.activeRunId;
+          if (active === undefined && !deps!.service().loopSessions.has(key)) {
+            await cluster.release(key).catch(options.reportError);
+            return;
+          }
+          const run =
+            active === undefined
+              ? undefined
+              : runtime.runs.find(key.ownerId, key.sessionId, active);
+          if (run === undefined || runs.get(key.ownerId, run.id) === undefined) return;
+          const ended = run.termination.catch(() => undefined);
+          if (await recorder.cut(key, run.id, ended, grace)) {
+            // Cut and detached: it settles writing nothing; its state and RUNNING are in Redis.
+            await ended;
             await cluster.release(key).catch(options.reportError);
           }
         }),

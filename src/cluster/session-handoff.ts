@@ -9,7 +9,9 @@
  * - **Take** (`rebuild`): the session's unfinished runs, as recorded, oldest first: one whose log
  *   already ends it gets that outcome; one that was running on the last holder is marked (the
  *   failover policy `mark`): CANCELLED when a cancel was pending, else FAILED with cause
- *   `owner_lost`; one still waiting goes back in the queue under its own id, in order. A loop
+ *   `owner_lost`, or, in a session with the policy `resume`, started again under its own id
+ *   from its last recorded safe point (`failover-resume.ts`), first, while it has attempts
+ *   left; one still waiting goes back in the queue under its own id, in order, after it. A loop
  *   session's turn is marked the same way and its loop resumes from its checkpoint and log.
  * - **Lose** (`abandon`): the session's live runs here are cancelled, their writes refused
  *   (`STALE_FENCE`), its loop stopped without a checkpoint: the next holder goes on from Redis.
@@ -25,10 +27,17 @@ import { StaleFenceError } from '../errors.js';
 import type { EventLog, NewEvent, RunplaneEvent, SessionKey } from '../events/event-log.js';
 import type { Runtime } from '../runtime/runtime-types.js';
 import type { RunRecord, RunRecordOutcome, RunRecords } from '../stores/run-records.js';
-import type { SessionRecords } from '../stores/session-records.js';
+import type { SessionRecord, SessionRecords } from '../stores/session-records.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess, SessionCommand } from '../server/session-access.js';
 import type { ClusterInstance } from './cluster-instance.js';
+import {
+  attemptField,
+  parseAttempt,
+  parseRecordedSafePoint,
+  resumeStateField,
+  type RecordedSafePoint,
+} from './failover-resume.js';
 import { unlistSession } from './session-watch.js';
 
 /** The run record field of a cancel accepted while the run was live (JSON `{reason, at}`). */
@@ -55,6 +64,12 @@ export interface HandoffFilter {
   reattach(runId: string): void;
   /** The run's queueing (`run.status` to QUEUED, `session.run_queued`) is already logged: skip it once. */
   requeued(runId: string): void;
+  /**
+   * The run is resumed (failover policy `resume`): its last attempt's queueing and start
+   * (`session.run_queued`, `run.status` to QUEUED, `session.run_started`, `run.status` to
+   * RUNNING) are already logged, and `run.resumed` marks the new attempt: skip them once.
+   */
+  resumed(runId: string): void;
 }
 
 /**
@@ -123,6 +138,16 @@ export function createHandoffFilter(eventLog: EventLog, runs: RunRecords): Hando
     reattach: (runId) => void detached.delete(runId),
     requeued: (runId) =>
       void skips.set(runId, new Set(['run.status:QUEUED', 'session.run_queued'])),
+    resumed: (runId) =>
+      void skips.set(
+        runId,
+        new Set([
+          'run.status:QUEUED',
+          'session.run_queued',
+          'run.status:RUNNING',
+          'session.run_started',
+        ]),
+      ),
   };
 }
 
@@ -142,6 +167,8 @@ export interface RebuildReport {
   readonly marked: string[];
   /** Runs put back in the queue, in order. */
   readonly requeued: string[];
+  /** Runs resumed from their last recorded safe point (failover policy `resume`), first. */
+  readonly resumed: string[];
   /** Whether the session has work here now (runs or a loop). */
   readonly busy: boolean;
 }
@@ -156,6 +183,8 @@ export interface HandoffDeps {
   readonly runs: RunRecords;
   readonly sessions: SessionRecords;
   readonly filter: HandoffFilter;
+  /** How many attempts a run of a `resume` session gets in all (`--failover-max-attempts`). */
+  readonly failoverMaxAttempts: number;
 }
 
 /**
@@ -172,7 +201,7 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
     .filter((record) => record.ownerId === key.ownerId && record.sessionId === key.sessionId);
   if (records.length === 0) {
     const resumed = session?.mode === 'loop' && (await deps.service().loopSessions.resume(key));
-    return { marked: [], requeued: [], busy: resumed === true };
+    return { marked: [], requeued: [], resumed: [], busy: resumed === true };
   }
   // Runs this instance drove under an earlier lease of the session are still unwinding: their
   // ids must be free before they are queued again.
@@ -192,6 +221,8 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
   }
   const marked: string[] = [];
   const requeued: string[] = [];
+  const resumed: string[] = [];
+  const waiting: RunRecord[] = [];
   for (const record of records) {
     const status = lastStatus.get(record.runId) ?? record.status;
     const at = runtime.clock.now();
@@ -199,16 +230,88 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
       runs.finish(record.runId, loggedOutcome(status, ends.get(record.runId)), at);
     } else if (session === undefined || session.mode === 'loop' || status === 'RUNNING') {
       // A deleted session's runs are marked too: its purge waits for them to end.
-      await markLost(deps, key, record, status);
-      marked.push(record.runId);
+      const lost = await readLostRun(deps, key, record.runId);
+      if (
+        session?.mode === 'runs' &&
+        session.failover === 'resume' &&
+        status === 'RUNNING' &&
+        lost.cancel === undefined &&
+        lost.safePoint !== undefined &&
+        lost.attempt < deps.failoverMaxAttempts
+      ) {
+        // First in the queue, before the waiting runs: it was running.
+        resumeRun(deps, key, session, record, lost.safePoint, lost.attempt + 1);
+        resumed.push(record.runId);
+      } else {
+        markLost(deps, key, record, status, lost);
+        marked.push(record.runId);
+      }
     } else {
-      deps.filter.requeued(record.runId);
-      deps.service().requeueRun(session, record);
-      requeued.push(record.runId);
+      waiting.push(record);
     }
   }
-  const resumed = session?.mode === 'loop' && (await deps.service().loopSessions.resume(key));
-  return { marked, requeued, busy: requeued.length > 0 || resumed };
+  for (const record of waiting) {
+    deps.filter.requeued(record.runId);
+    deps.service().requeueRun(session!, record);
+    requeued.push(record.runId);
+  }
+  const loop = session?.mode === 'loop' && (await deps.service().loopSessions.resume(key));
+  return {
+    marked,
+    requeued,
+    resumed,
+    busy: requeued.length > 0 || resumed.length > 0 || loop,
+  };
+}
+
+/** What the last holder left on a lost run's record: a pending cancel, its safe point, attempt. */
+interface LostRun {
+  readonly cancel: { reason: string | null } | undefined;
+  readonly safePoint: RecordedSafePoint | undefined;
+  /** The attempt that was running (1: the first). */
+  readonly attempt: number;
+}
+
+async function readLostRun(deps: HandoffDeps, key: SessionKey, runId: string): Promise<LostRun> {
+  const { cluster } = deps;
+  const [cancel = null, safePoint = null, attempt = null] = await cluster.redis.hmget(
+    cluster.keysOf(key).run(runId),
+    cancelRequestField,
+    resumeStateField,
+    attemptField,
+  );
+  return {
+    cancel: parseCancelRequest(cancel),
+    safePoint: parseRecordedSafePoint(safePoint),
+    attempt: parseAttempt(attempt),
+  };
+}
+
+/**
+ * Resumes a run whose holder was lost (failover policy `resume`): records its new attempt,
+ * logs `run.resumed {attempt, safe_point}` after everything the last holder logged, and starts
+ * it again under its own id from its recorded safe point, the turn carried in its input (the
+ * filter skips its queueing and start, already logged by its first attempt).
+ */
+function resumeRun(
+  deps: HandoffDeps,
+  key: SessionKey,
+  session: SessionRecord,
+  record: RunRecord,
+  safePoint: RecordedSafePoint,
+  attempt: number,
+): void {
+  const { runtime, cluster } = deps;
+  cluster.write(key, { op: 'run.merge', runId: record.runId, fields: { [attemptField]: attempt } });
+  runtime.eventLog.append({}, key, {
+    runId: record.runId,
+    type: 'run.resumed',
+    payload: { attempt, safe_point: safePoint.kind, safe_point_at: safePoint.at },
+    at: runtime.clock.now(),
+  });
+  deps.filter.resumed(record.runId);
+  const input = { resume: safePoint.state, carried: true };
+  deps.service().requeueRun(session, record, input);
 }
 
 /**
@@ -216,15 +319,14 @@ export async function rebuildSession(deps: HandoffDeps, key: SessionKey): Promis
  * `cancel`, with its reason) when a cancel of it was accepted, else FAILED with cause
  * `owner_lost`; logged after everything the last holder logged, and recorded.
  */
-async function markLost(
+function markLost(
   deps: HandoffDeps,
   key: SessionKey,
   record: RunRecord,
   from: RunStatus,
-): Promise<void> {
-  const { runtime, cluster } = deps;
-  const json = await cluster.redis.hget(cluster.keysOf(key).run(record.runId), cancelRequestField);
-  const cancel = parseCancelRequest(json);
+  { cancel, attempt }: LostRun,
+): void {
+  const { runtime } = deps;
   const at = runtime.clock.now();
   const append = (type: string, payload: Record<string, unknown>) =>
     runtime.eventLog.append({}, key, { runId: record.runId, type, payload, at });
@@ -246,7 +348,12 @@ async function markLost(
   }
   const error = `the instance running it stopped holding the session while the run was ${from}`;
   append('run.status', { from, to: 'FAILED' });
-  append('run.failed', { error, cause: 'owner_lost' });
+  // A run resumed before (failover policy `resume`) names the attempts it had.
+  append('run.failed', {
+    error,
+    cause: 'owner_lost',
+    ...(attempt > 1 ? { attempts: attempt } : {}),
+  });
   deps.runs.finish(record.runId, { status: 'FAILED', cause: 'owner_lost', error }, at);
 }
 

@@ -28,7 +28,8 @@ export interface StoreContext {
  * One logged event. `seq` starts at 1 per session and only grows; `at` is clock ms.
  *
  * @remarks Types are dot-namespaced: `session.run_queued`, `session.run_started`, `run.status`,
- * `run.completed`, `run.failed`, `run.cancelled`, `run.unsettled`, `agent.*`, `session.error`.
+ * `run.completed`, `run.failed`, `run.cancelled`, `run.unsettled`, `run.resumed` (a cluster's
+ * failover policy `resume`), `agent.*`, `session.error`.
  */
 export interface RunplaneEvent {
   readonly seq: number;

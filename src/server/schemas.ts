@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { SessionStrategy } from '../../machines/session.machine.js';
+import { failoverPolicies } from '../stores/session-records.js';
 import { HttpError } from './http-error.js';
 
 /** The busy-session strategies, as the API spells them. */
@@ -60,6 +61,8 @@ export const sessionSettingsSchema = z.strictObject({
       error: `an integer number of milliseconds from 1 to ${maxApprovalTimeoutMs}`,
     })
     .optional(),
+  /** What a cluster does with the running run when its holder is lost (README "Cluster"). */
+  failover: z.enum(failoverPolicies, { error: 'one of mark, resume' }).optional(),
 });
 
 const eventSchemas = {

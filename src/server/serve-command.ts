@@ -21,6 +21,9 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
   --lease-ttl-ms <ms>       session lease lifetime; a dead   RUNPLANE_LEASE_TTL_MS (default 10000)
                             instance's sessions move after it
   --key-prefix <prefix>     prefix of every Redis key        RUNPLANE_KEY_PREFIX (default rp:)
+  --failover-max-attempts <n>                                RUNPLANE_FAILOVER_MAX_ATTEMPTS (default 3)
+                            attempts a run of a session with
+                            failover resume gets in all
   --tokens <list>           Bearer tokens "token:owner,..."  RUNPLANE_TOKENS  (default: a dev token for
                             owner "dev", created once per database and printed at start)
   --grace-ms <ms>           shutdown grace for running runs  RUNPLANE_GRACE_MS (default 10000)
@@ -125,6 +128,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       redis: { type: 'string' },
       'instance-id': { type: 'string' },
       'lease-ttl-ms': { type: 'string' },
+      'failover-max-attempts': { type: 'string' },
       'key-prefix': { type: 'string' },
       tokens: { type: 'string' },
       'grace-ms': { type: 'string' },
@@ -211,9 +215,9 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
       `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis://host:port/<db number> (or rediss://) URL, got ${JSON.stringify(redisUrl)}`,
     );
   }
-  const clusterFlags = (['instance-id', 'lease-ttl-ms', 'key-prefix'] as const).filter(
-    (flag) => values[flag] !== undefined,
-  );
+  const clusterFlags = (
+    ['instance-id', 'lease-ttl-ms', 'key-prefix', 'failover-max-attempts'] as const
+  ).filter((flag) => values[flag] !== undefined);
   if (redisUrl === undefined && clusterFlags.length > 0) {
     throw new InvalidArgumentError(
       clusterFlags[0]!,
@@ -234,6 +238,12 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
               3_600_000,
             ),
             keyPrefix: pick('key-prefix', 'RUNPLANE_KEY_PREFIX'),
+            failoverMaxAttempts: integer(
+              'failover-max-attempts',
+              pick('failover-max-attempts', 'RUNPLANE_FAILOVER_MAX_ATTEMPTS'),
+              1,
+              100,
+            ),
           },
     host: pick('host', 'RUNPLANE_HOST'),
     port: integer('port', pick('port', 'RUNPLANE_PORT'), 0, 65_535),

@@ -188,4 +188,10 @@ export interface ClusterServeOptions {
   readonly leaseTtlMs?: number | undefined;
   /** The prefix of every key. @default 'rp:' */
   readonly keyPrefix?: string | undefined;
+  /**
+   * How many attempts a run of a session with failover policy `resume` gets in all (the first
+   * included), an integer from 1 to 100; past it the run is marked FAILED `owner_lost`.
+   * @default 3
+   */
+  readonly failoverMaxAttempts?: number | undefined;
 }

@@ -144,7 +144,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       cluster === undefined
         ? await recoverCrashedRuns({ runs, eventLog, clock: runtime.clock })
         : [];
-    const agent =
+    const serviceAgent =
       options.agent ??
       createDemoAgent({
         clock: runtime.clock,
@@ -160,6 +160,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
             ? undefined
             : createOpenAIModel({ ...options.openai, maxRetries: options.modelMaxRetries }),
       });
+    // In a cluster, the runs of `resume` sessions record their safe points (README "Cluster").
+    const agent = cluster === undefined ? serviceAgent : cluster.recordingAgent(serviceAgent);
     const sweep = createDataSweeper({
       purge: stores.createPurge((key) => {
         eventLog.forget(key);
@@ -288,7 +290,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         const ended = stopListening(server);
         const graceMs = shutdownOptions.graceMs ?? options.graceMs ?? 10_000;
         // A cluster instance hands its sessions' waiting runs to the others first.
-        await cluster?.drain();
+        await cluster?.drain({ graceMs });
         // Loops first: each turn stops at its next safe point and checkpoints (an interrupt
         // from the runtime's shutdown would instead end it as answered).
         await running.loopSessions.stopAll({ graceMs });

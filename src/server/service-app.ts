@@ -166,6 +166,8 @@ export interface Service {
   requeueRun(
     session: SessionRecord,
     record: Pick<RunRecord, 'runId' | 'input' | 'createdAt'>,
+    /** What the agent gets instead of `record.input` (a failover resume's `{ resume: state }`). */
+    input?: unknown,
   ): AgentRun<unknown>;
   /** Stops the approval timers (at shutdown). */
   close(): void;
@@ -413,7 +415,7 @@ export function createServiceApp(options: ServiceOptions): Service {
     },
     isSettling: ({ ownerId, sessionId }) => settling.has(JSON.stringify([ownerId, sessionId])),
     loopSessions,
-    requeueRun: (session, record) => requeueRun(localOptions, session, record),
+    requeueRun: (session, record, input) => requeueRun(localOptions, session, record, input),
     close() {
       stopApprovalTimeouts();
     },

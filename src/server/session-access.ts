@@ -37,14 +37,19 @@ import type {
   StoredAnswer,
 } from '../stores/idempotency-keys.js';
 import type { RunRecord } from '../stores/run-records.js';
-import type { SessionCursor, SessionMode, SessionRecord } from '../stores/session-records.js';
+import type {
+  FailoverPolicy,
+  SessionCursor,
+  SessionMode,
+  SessionRecord,
+} from '../stores/session-records.js';
 import type { sessionSettingsSchema, SessionStrategy, UserEvent } from './schemas.js';
 import type { EventResult } from './session-events.js';
 
 /**
  * The settings a session is created or changed with: the body of `POST /api/sessions` and
  * `PATCH /api/sessions/:id` as `sessionSettingsSchema` (`schemas.ts`) validated it (`mode`,
- * `strategy`, `grace_ms` and `approval_timeout_ms` in ms, each optional).
+ * `strategy`, `grace_ms` and `approval_timeout_ms` in ms, `failover`, each optional).
  */
 export type SessionSettings = z.output<typeof sessionSettingsSchema>;
 
@@ -58,6 +63,8 @@ export interface SessionView {
   readonly grace_ms: number;
   /** In ms; the service's default when the session sets none. */
   readonly approval_timeout_ms: number;
+  /** What a cluster does with the running run when its holder is lost: `mark` or `resume`. */
+  readonly failover: FailoverPolicy;
   readonly status: 'running' | 'queued' | 'idle';
   readonly active_run_id: string | null;
   readonly queued_run_ids: readonly string[];

@@ -61,6 +61,12 @@ function refuseSettingsOfOtherMode(settings: SessionSettings, mode: string, chan
       `expected \`strategy\` to be absent for a loop session (its TurnLoop decides; a message preempts with \`preempt: true\`), got ${JSON.stringify(settings.strategy)}`,
     );
   }
+  if (mode === 'loop' && settings.failover !== undefined) {
+    throw new HttpError(
+      'invalid_body',
+      `expected \`failover\` to be absent for a loop session (its loop always resumes from its checkpoint), got ${JSON.stringify(settings.failover)}`,
+    );
+  }
 }
 
 const notFound = (sessionId: string) =>
@@ -108,6 +114,7 @@ export function createSession(
     strategy: settings.strategy ?? 'enqueue',
     graceMs: settings.grace_ms ?? context.defaultGraceMs,
     approvalTimeoutMs: settings.approval_timeout_ms,
+    failover: settings.failover,
     mode,
     at: context.runtime.clock.now(),
   });
@@ -116,7 +123,7 @@ export function createSession(
 }
 
 /**
- * `session.update`: changes a session's strategy, grace or approval timeout.
+ * `session.update`: changes a session's strategy, grace, approval timeout or failover policy.
  *
  * @throws {@link HttpError} (`not_found`) for a session that is gone; (`invalid_body`) for a
  *   `mode`, a loop session's `strategy`, or a change of nothing
@@ -133,11 +140,12 @@ export function updateSession(
   if (
     settings.strategy === undefined &&
     settings.grace_ms === undefined &&
-    settings.approval_timeout_ms === undefined
+    settings.approval_timeout_ms === undefined &&
+    settings.failover === undefined
   ) {
     throw new HttpError(
       'invalid_body',
-      'expected the body to set `strategy`, `grace_ms` or `approval_timeout_ms`',
+      'expected the body to set `strategy`, `grace_ms`, `approval_timeout_ms` or `failover`',
     );
   }
   const updated = sessions.update(
@@ -147,6 +155,7 @@ export function updateSession(
       strategy: settings.strategy,
       graceMs: settings.grace_ms,
       approvalTimeoutMs: settings.approval_timeout_ms,
+      failover: settings.failover,
     },
     runtime.clock.now(),
   );

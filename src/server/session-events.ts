@@ -366,6 +366,8 @@ function followRun(context: SessionEventsContext, run: AgentRun<unknown>): void 
  * @param context - {@link SessionEventsContext}
  * @param session - the run's session
  * @param record - the run as recorded (`runId`, `input`, `createdAt`)
+ * @param input - what the agent gets instead of the recorded `input` (a cluster's failover
+ *   policy `resume`: `{ resume: state, carried: true }`, the run first in the queue)
  * @returns the run, started
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when a run of that id is live here
  * @throws `SessionQueueFullError` (`SESSION_QUEUE_FULL`) when the session's queue is full
@@ -374,6 +376,7 @@ export function requeueRun(
   context: SessionEventsContext,
   session: SessionRecord,
   record: Pick<RunRecord, 'runId' | 'input' | 'createdAt'>,
+  input: unknown = record.input,
 ): AgentRun<unknown> {
   const { runtime } = context;
   const { runTimeoutMs } = context;
@@ -387,7 +390,7 @@ export function requeueRun(
     sessionId: session.sessionId,
     runId: record.runId,
     agent: context.agent,
-    input: record.input,
+    input,
     strategy: 'enqueue',
     graceMs: session.graceMs,
     timeoutMs,

@@ -69,6 +69,7 @@ export function toSessionView(
     strategy: session.mode === 'loop' ? null : session.strategy,
     grace_ms: session.graceMs,
     approval_timeout_ms: session.approvalTimeoutMs ?? defaultApprovalTimeoutMs,
+    failover: session.failover,
     status: activeRunId !== null ? 'running' : queued.length > 0 ? 'queued' : 'idle',
     active_run_id: activeRunId,
     queued_run_ids: queued,

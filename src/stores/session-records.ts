@@ -12,6 +12,17 @@ import type { SessionStrategy } from '../../machines/session.machine.js';
  */
 export type SessionMode = 'runs' | 'loop';
 
+/**
+ * What a cluster does with a session's running run when its holder is lost (README "Cluster",
+ * docs/architecture.md §9c): `mark` ends it FAILED with cause `owner_lost` (CANCELLED when a
+ * cancel was pending); `resume` starts it again under the same run id from its last recorded
+ * safe point, at most `maxAttempts` times, and marks it when it has none. One instance ignores it.
+ */
+export type FailoverPolicy = 'mark' | 'resume';
+
+/** The failover policies, for schemas. */
+export const failoverPolicies = ['mark', 'resume'] as const satisfies readonly FailoverPolicy[];
+
 /** One session. Times are clock ms. */
 export interface SessionRecord {
   readonly ownerId: string;
@@ -27,6 +38,8 @@ export interface SessionRecord {
    * ms; `undefined`: the service's default.
    */
   readonly approvalTimeoutMs: number | undefined;
+  /** What a cluster does with the running run when its holder is lost ({@link FailoverPolicy}). */
+  readonly failover: FailoverPolicy;
   readonly createdAt: number;
   readonly updatedAt: number;
 }
@@ -48,6 +61,8 @@ export interface SessionRecords {
     approvalTimeoutMs?: number | undefined;
     /** @default 'runs' */
     mode?: SessionMode | undefined;
+    /** @default 'mark' */
+    failover?: FailoverPolicy | undefined;
     at: number;
   }): SessionRecord | undefined;
   /** The session, or `undefined` (also for another owner's). */
@@ -60,6 +75,7 @@ export interface SessionRecords {
       strategy?: SessionStrategy | undefined;
       graceMs?: number | undefined;
       approvalTimeoutMs?: number | undefined;
+      failover?: FailoverPolicy | undefined;
     },
     at: number,
   ): SessionRecord | undefined;

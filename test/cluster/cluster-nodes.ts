@@ -17,6 +17,7 @@ import {
   createClusterSessionAccess,
   type ClusterSessionAccess,
 } from '../../src/cluster/cluster-session-access.js';
+import { createSafePointRecorder } from '../../src/cluster/failover-resume.js';
 import { createRedisRunRecords } from '../../src/cluster/redis-run-records.js';
 import { createRedisSessionRecords } from '../../src/cluster/redis-session-records.js';
 import {
@@ -75,7 +76,16 @@ export interface NodeOptions {
    * (`abandonSession`), the runtime writes through the handoff filter and accepted cancels are
    * recorded on their runs. @default undefined (no rebuild: the session records load as they are)
    */
-  readonly failover?: 'mark';
+  readonly failover?: 'mark' | 'resume';
+  /**
+   * With `failover: 'resume'`: the agent is wrapped to record its runs' safe points as
+   * `runplane serve --redis` does (`failover-resume.ts`), the sessions are created with
+   * `failover: 'resume'` by {@link createCommand}'s caller, and a run gets this many attempts.
+   * @default 3
+   */
+  readonly failoverMaxAttempts?: number;
+  /** Where the failover recorder's lines go (a state over the cap). @default dropped */
+  readonly log?: (line: string) => void;
 }
 
 /** The event log `log`, recording each append that it took with the fence held at the time. */
@@ -99,10 +109,18 @@ function recordingLog(
  * input it starts with; an input `ask:<tool use id>` first asks to approve a `clock` call.
  */
 const blockingAgent = (started: string[]): Agent<string, unknown> => ({
-  execute: (input, ctx) =>
+  execute: (input: string | { resume: { step: number; text: string } }, ctx) =>
     new Promise((_resolve, reject) => {
-      started.push(input);
-      if (input.startsWith('ask:')) {
+      if (typeof input !== 'string') {
+        // A failover resume: the state of the last attempt's safe point.
+        started.push(`resume:${input.resume.text}:${input.resume.step}`);
+        ctx.safePoint('afterChatModel', { step: input.resume.step + 1, text: input.resume.text });
+      } else {
+        started.push(input);
+        // A safe point at once, so a `resume` session's run has a recorded state.
+        ctx.safePoint('afterChatModel', { step: 1, text: input });
+      }
+      if (typeof input === 'string' && input.startsWith('ask:')) {
         const request = { toolUseId: input.slice(4), name: 'clock', args: { tz: 'UTC' } };
         ctx.requestApproval(request).catch(() => undefined); // withdrawn by the cancel
       }
@@ -161,8 +179,26 @@ export function useClusterNodes() {
     const sessions = createRedisSessionRecords(cluster);
     if (filter !== undefined) {
       const service = () => built;
-      handoff = { cluster, runtime, service, runs, sessions, filter };
+      handoff = {
+        cluster,
+        runtime,
+        service,
+        runs,
+        sessions,
+        filter,
+        failoverMaxAttempts: options.failoverMaxAttempts ?? 3,
+      };
     }
+    const agent = options.agent ?? blockingAgent(started);
+    const recorder =
+      options.failover === 'resume'
+        ? createSafePointRecorder({
+            cluster,
+            sessions,
+            log: options.log ?? (() => undefined),
+            cutRun: () => undefined,
+          })
+        : undefined;
     const deps = handoff;
     const onAcquired =
       deps === undefined
@@ -175,7 +211,7 @@ export function useClusterNodes() {
     let access: ClusterSessionAccess | undefined;
     const built = createServiceApp({
       runtime,
-      agent: options.agent ?? blockingAgent(started),
+      agent: recorder === undefined ? agent : recorder.wrap(agent),
       sessions,
       runs: filter?.runs ?? runs,
       authenticate: createTokenAuthenticator(new Map()),
@@ -211,8 +247,12 @@ export function useClusterNodes() {
 }
 
 /** The `session.create` command of `key` with the default settings. */
-export const createCommand = (key: SessionKey) =>
-  ({ type: 'session.create', ...key, settings: {} }) as const;
+export const createCommand = (key: SessionKey, failover?: 'mark' | 'resume') =>
+  ({
+    type: 'session.create',
+    ...key,
+    settings: failover === undefined ? {} : { failover },
+  }) as const;
 
 /** A `session.apply_events` command of one `user.message`. */
 export const messageCommand = (key: SessionKey, text: string) =>

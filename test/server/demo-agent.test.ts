@@ -199,6 +199,40 @@ describe('createDemoAgent', () => {
     await runtime.shutdown({ graceMs: 0 });
   });
 
+  it('resumes a carried turn (a cluster failover: nothing saved it) and saves it whole, the question once', async () => {
+    const clock = new SimulatedClock();
+    const runtime = createRuntime({ clock });
+    const agent = createDemoAgent({ clock, chunkDelayMs: 10 });
+    const key = { ownerId: 'u', sessionId: 's' };
+    const partial = 'You said: "hello". ';
+    const run = runtime.prepare({
+      ...key,
+      agent,
+      // What the holder recorded at its last safe point; the history holds none of the turn.
+      input: {
+        resume: { step: 1, messages: [{ role: 'user', content: 'hello' }], partial },
+        carried: true,
+      },
+    });
+    run.start();
+    const result = run.result();
+    let finished = false;
+    void result.finally(() => (finished = true));
+    for (let i = 0; i < 200 && !finished; i++) {
+      clock.increment(10);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const whole = planDemoReply([{ role: 'user', content: 'hello' }]).words.join('');
+    expect((await result).reply).toBe(whole.slice(partial.length));
+    const history = await runtime.sessionStore.load({}, key);
+    expect(history.map((m) => [m.role, m.content, 'stop' in m ? m.stop : undefined])).toEqual([
+      ['user', 'hello', undefined],
+      ['assistant', partial, 'cancelled'],
+      ['assistant', whole.slice(partial.length), undefined],
+    ]);
+    await runtime.shutdown({ graceMs: 0 });
+  });
+
   it('refuses an unknown tool name to confirm', () => {
     expect(() => createDemoTools({ confirm: ['shell'] })).toThrow(/calculator and clock/);
   });
@@ -395,12 +429,29 @@ describe('parseServeArgs', () => {
       keyPrefix: 'staging:',
     });
     expect(parseServeArgs([], {}).redis).toBeUndefined();
+    expect(
+      parseServeArgs(['--redis', 'redis://h:1/0'], { RUNPLANE_FAILOVER_MAX_ATTEMPTS: '5' }).redis,
+    ).toMatchObject({ failoverMaxAttempts: 5 });
+    expect(
+      parseServeArgs(['--redis', 'redis://h:1/0', '--failover-max-attempts', '1'], {}).redis,
+    ).toMatchObject({ failoverMaxAttempts: 1 });
   });
 
   it.each<[string[], Record<string, string>, RegExp]>([
     [['--redis', 'http://127.0.0.1:6379'], {}, /`--redis` or RUNPLANE_REDIS_URL to be a redis:/],
     [['--redis', 'redis://127.0.0.1:6379/x'], {}, /redis:\/\/host:port\/<db number>/],
     [['--instance-id', 'a'], {}, /`--instance-id` only with `--redis`/],
+    [['--failover-max-attempts', '2'], {}, /`--failover-max-attempts` only with `--redis`/],
+    [
+      ['--redis', 'redis://h:1', '--failover-max-attempts', '0'],
+      {},
+      /`failover-max-attempts` to be an integer from 1 to 100/,
+    ],
+    [
+      ['--redis', 'redis://h:1'],
+      { RUNPLANE_FAILOVER_MAX_ATTEMPTS: 'x' },
+      /`failover-max-attempts` to be an integer from 1 to 100, got "x"/,
+    ],
     [
       ['--redis', 'redis://h:1', '--lease-ttl-ms', '10'],
       {},

@@ -108,6 +108,7 @@ describe('sessions', () => {
       strategy: 'enqueue',
       grace_ms: 5000,
       approval_timeout_ms: 600_000,
+      failover: 'mark',
       status: 'idle',
       active_run_id: null,
       queued_run_ids: [],
@@ -120,6 +121,16 @@ describe('sessions', () => {
       await t.request('POST', '/api/sessions', { body: { strategy: 'reject', grace_ms: 250 } }),
     );
     expect(withStrategy).toMatchObject({ strategy: 'reject', grace_ms: 250 });
+    const resuming = await t.json(
+      await t.request('POST', '/api/sessions', { body: { failover: 'resume' } }),
+    );
+    expect(resuming).toMatchObject({ failover: 'resume', strategy: 'enqueue' });
+    const id = resuming.session_id as string;
+    const marking = await t.request('PATCH', `/api/sessions/${id}`, { body: { failover: 'mark' } });
+    expect(await t.json(marking)).toMatchObject({ failover: 'mark' });
+    expect(await t.json(await t.request('GET', `/api/sessions/${id}`))).toMatchObject({
+      failover: 'mark',
+    });
   });
 
   it('rejects bad session bodies with 400 and a message naming the field', async () => {
@@ -128,6 +139,8 @@ describe('sessions', () => {
       [{ strategy: 'later' }, 'invalid_body', /`body\.strategy` to be one of enqueue, reject/],
       [{ grace_ms: -1 }, 'invalid_body', /`body\.grace_ms`/],
       [{ grace_ms: 1.5 }, 'invalid_body', /`body\.grace_ms`/],
+      [{ failover: 'retry' }, 'invalid_body', /`body\.failover` to be one of mark, resume/],
+      [{ mode: 'loop', failover: 'resume' }, 'invalid_body', /`failover` to be absent/],
       [{ surprise: 1 }, 'invalid_body', /no key "surprise"/],
       [[], 'invalid_body', /expected `body`/],
       ['{not json', 'invalid_json', /JSON/],
@@ -151,6 +164,9 @@ describe('sessions', () => {
     expect(await t.json(patched)).toMatchObject({ strategy: 'preempt', grace_ms: 100 });
     const empty = await t.request('PATCH', `/api/sessions/${id}`, { body: {} });
     expect(empty.status).toBe(400);
+    const bad = await t.request('PATCH', `/api/sessions/${id}`, { body: { failover: 'never' } });
+    expect(bad.status).toBe(400);
+    expect(((await t.json(bad)).error as { code: string }).code).toBe('invalid_body');
     await t.request('PATCH', `/api/sessions/${id}`, { body: { strategy: 'enqueue' } });
 
     const first = await t.send(id, 'one');

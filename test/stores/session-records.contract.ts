@@ -25,6 +25,7 @@ export function describeSessionRecordsContract(
         strategy: 'enqueue',
         graceMs: 5000,
         approvalTimeoutMs: undefined,
+        failover: 'mark',
         createdAt: 10,
         updatedAt: 10,
       });
@@ -49,6 +50,34 @@ export function describeSessionRecordsContract(
         createdAt: 10,
         updatedAt: 22,
       });
+    });
+
+    it('keeps the failover policy: mark by default, resume when asked, changed by update', async () => {
+      const sessions = await setup();
+      await sessions.create({ ...a, strategy: 'enqueue', graceMs: 5000, at: 10 });
+      const resumed = await sessions.create({
+        ownerId: 'alice',
+        sessionId: 's2',
+        strategy: 'enqueue',
+        graceMs: 5000,
+        failover: 'resume',
+        at: 11,
+      });
+      expect(resumed?.failover).toBe('resume');
+      expect((await sessions.get('alice', 's2'))?.failover).toBe('resume');
+      expect(await sessions.update('alice', 's1', { failover: 'resume' }, 12)).toMatchObject({
+        failover: 'resume',
+        strategy: 'enqueue',
+      });
+      expect(await sessions.update('alice', 's2', { graceMs: 7 }, 13)).toMatchObject({
+        failover: 'resume',
+        graceMs: 7,
+      });
+      expect(await sessions.update('alice', 's2', { failover: 'mark' }, 14)).toMatchObject({
+        failover: 'mark',
+      });
+      expect((await sessions.get('alice', 's1'))?.failover).toBe('resume');
+      expect((await sessions.get('alice', 's2'))?.failover).toBe('mark');
     });
 
     it('lists newest first (createdAt, then id, descending) in pages after a cursor, and counts', async () => {

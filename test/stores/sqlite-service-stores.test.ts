@@ -10,6 +10,10 @@ import { createMemoryInbox } from '../../src/inbox/memory-inbox.js';
 import type { Inbox } from '../../src/inbox/inbox.js';
 import { applySqliteMigrations, openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
+import {
+  createSqliteSessionRecords,
+  sessionRecordMigrations,
+} from '../../src/stores/sqlite/session-records.js';
 import { createRedisInbox } from '../../src/cluster/redis-inbox.js';
 import { useCluster } from '../cluster/cluster-helpers.js';
 import { holderOf } from '../cluster/record-harnesses.js';
@@ -49,6 +53,23 @@ describe('openSqliteDatabase', () => {
       applySqliteMigrations(db, [{ id: 'bad/1', sql: 'CREATE TABLE u (x); NOT SQL' }]),
     ).toThrow(/STORE_FAILED/);
     expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'u'").get()).toBeUndefined();
+    db.close();
+  });
+
+  it("adds the failover column to a database from before it: its sessions read 'mark'", () => {
+    const db = openSqliteDatabase({ path: freshPath() });
+    // The session records' schema as it was before `session-records/5`.
+    applySqliteMigrations(
+      db,
+      sessionRecordMigrations.filter((m) => m.id !== 'session-records/5'),
+    );
+    db.prepare(
+      `INSERT INTO runplane_sessions (owner_id, session_id, strategy, grace_ms, created_at, updated_at)
+       VALUES ('alice', 'old', 'enqueue', 5000, 1, 1)`,
+    ).run();
+    const sessions = createSqliteSessionRecords({ database: db });
+    expect(sessions.get('alice', 'old')).toMatchObject({ failover: 'mark', strategy: 'enqueue' });
+    expect(sessions.update('alice', 'old', { failover: 'resume' }, 2)?.failover).toBe('resume');
     db.close();
   });
 

@@ -6,6 +6,7 @@
 import type Database from 'better-sqlite3';
 import type { SessionStrategy } from '../../../machines/session.machine.js';
 import type {
+  FailoverPolicy,
   SessionCursor,
   SessionMode,
   SessionRecord,
@@ -62,6 +63,11 @@ export const sessionRecordMigrations: readonly SqliteMigration[] = [
         WHERE mode = 'loop' AND deleted_at IS NULL AND loop_owes = 1;
     `,
   },
+  {
+    // The failover policy of a cluster (README "Cluster"); sessions from before it are `mark`.
+    id: 'session-records/5',
+    sql: `ALTER TABLE runplane_sessions ADD COLUMN failover TEXT NOT NULL DEFAULT 'mark';`,
+  },
 ];
 
 interface SessionRow {
@@ -71,6 +77,7 @@ interface SessionRow {
   mode: string;
   grace_ms: number;
   approval_timeout_ms: number | null;
+  failover: string;
   created_at: number;
   updated_at: number;
 }
@@ -82,6 +89,7 @@ const toRecord = (row: SessionRow): SessionRecord => ({
   strategy: row.strategy as SessionStrategy,
   graceMs: row.grace_ms,
   approvalTimeoutMs: row.approval_timeout_ms ?? undefined,
+  failover: row.failover as FailoverPolicy,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -107,13 +115,13 @@ export function createSqliteSessionRecords(options: {
   const db = options.database;
   applySqliteMigrations(db, sessionRecordMigrations);
   const insert = db.prepare<
-    [string, string, string, string, number, number | null, number, number],
+    [string, string, string, string, number, number | null, string, number, number],
     SessionRow
   >(
     `INSERT INTO runplane_sessions
-       (owner_id, session_id, strategy, mode, grace_ms, approval_timeout_ms, created_at,
-        updated_at, loop_owes)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING RETURNING *`,
+       (owner_id, session_id, strategy, mode, grace_ms, approval_timeout_ms, failover,
+        created_at, updated_at, loop_owes)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING RETURNING *`,
   );
   const selectOwingLoops = db.prepare<[], { owner_id: string; session_id: string }>(
     `SELECT owner_id, session_id FROM runplane_sessions
@@ -131,12 +139,13 @@ export function createSqliteSessionRecords(options: {
     'SELECT * FROM runplane_sessions WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL',
   );
   const update = db.prepare<
-    [string | null, number | null, number | null, number, string, string],
+    [string | null, number | null, number | null, string | null, number, string, string],
     SessionRow
   >(
     `UPDATE runplane_sessions
      SET strategy = coalesce(?, strategy), grace_ms = coalesce(?, grace_ms),
-         approval_timeout_ms = coalesce(?, approval_timeout_ms), updated_at = ?
+         approval_timeout_ms = coalesce(?, approval_timeout_ms),
+         failover = coalesce(?, failover), updated_at = ?
      WHERE owner_id = ? AND session_id = ? AND deleted_at IS NULL RETURNING *`,
   );
   const selectFirstPage = db.prepare<[string, number], SessionRow>(
@@ -161,7 +170,7 @@ export function createSqliteSessionRecords(options: {
       : selectPage.all(ownerId, after.createdAt, after.createdAt, after.sessionId, limit);
 
   return {
-    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, mode, at }) {
+    create({ ownerId, sessionId, strategy, graceMs, approvalTimeoutMs, mode, failover, at }) {
       return attempt('create', () => {
         const row = insert.get(
           ownerId,
@@ -170,6 +179,7 @@ export function createSqliteSessionRecords(options: {
           mode ?? 'runs',
           graceMs,
           approvalTimeoutMs ?? null,
+          failover ?? 'mark',
           at,
           at,
         );
@@ -188,6 +198,7 @@ export function createSqliteSessionRecords(options: {
           changes.strategy ?? null,
           changes.graceMs ?? null,
           changes.approvalTimeoutMs ?? null,
+          changes.failover ?? null,
           at,
           ownerId,
           sessionId,
