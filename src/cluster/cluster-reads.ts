@@ -25,6 +25,7 @@
  * @internal
  */
 import type { SessionKey } from '../events/event-log.js';
+import { traceCommand } from './command-trace.js';
 import type {
   SessionAccess,
   SessionCommand,
@@ -77,7 +78,12 @@ export function createClusterReads(
   };
 
   return {
-    findSession: (ownerId, sessionId) => sessions.get(ownerId, sessionId),
+    async findSession(ownerId, sessionId) {
+      traceCommand(`s:${sessionId}`, 'b.find_start');
+      const found = await sessions.get(ownerId, sessionId);
+      traceCommand(`s:${sessionId}`, 'b.find_end');
+      return found;
+    },
     listSessions: (ownerId, page) => sessions.list(ownerId, page),
 
     async viewSession(session) {
