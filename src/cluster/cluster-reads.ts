@@ -64,10 +64,10 @@ export interface ClusterReads extends Pick<
  * @param defaultApprovalTimeoutMs - what a session without its own shows, in ms
  */
 /**
- * @internal The session's lease holder as Redis has it (`GET` and `PEXPIRETIME` of the lease, one
+ * The session's lease holder as Redis has it (`GET` and `PEXPIRETIME` of the lease, one
  * round trip), or `null` while nobody holds it.
  */
-export async function readHolder(redis: Redis, keys: SessionKeys): Promise<SessionHolder | null> {
+async function readHolder(redis: Redis, keys: SessionKeys): Promise<SessionHolder | null> {
   const replies =
     (await redis.pipeline().get(keys.lease).call('PEXPIRETIME', keys.lease).exec()) ?? [];
   const [[valueError, value] = [null, null], [expiryError, expiresAt] = [null, null]] =

@@ -12,10 +12,10 @@
  * - An answer is `{ ok: true, answer }` or `{ ok: false, error }` with `HttpError.toData()`.
  * - An instance channel carries `{ t: 'c', o, s }` ("a command for session s of owner o waits")
  *   and `{ t: 'a', r }` ("the answer of request r is in", with the answer's JSON as `a` when it
- *   is at most {@link maxInlineCommandBytes}: it is published by the batch that stored it, so
+ *   is at most `maxInlineCommandBytes` (16 KiB): it is published by the batch that stored it, so
  *   it is durable as well). The append script sends the first
  *   itself, with `e` (the entry's id) and `p` (the id of the Stream's last entry before it) and,
- *   for a command of at most {@link maxInlineCommandBytes}, the entry's `r`, `i` and `c`: a holder
+ *   for a command of at most `maxInlineCommandBytes` (16 KiB), the entry's `r`, `i` and `c`: a holder
  *   whose applied cursor is `p` applies the entry from the nudge, without reading the Stream.
  *
  * @module
@@ -59,10 +59,10 @@ export type InstanceMessage =
   | { readonly t: 'a'; readonly r: string; readonly answer?: string };
 
 /**
- * @internal The largest command (bytes of JSON) a nudge carries; a larger one is read from the
+ * The largest command (bytes of JSON) a nudge carries; a larger one is read from the
  * Stream (a nudge goes to every subscriber of the channel, and is not bounded like the Stream).
  */
-export const maxInlineCommandBytes = 16 * 1024;
+const maxInlineCommandBytes = 16 * 1024;
 
 const commandTypes = new Set<string>([
   'session.create',
@@ -175,7 +175,7 @@ export const toAnswerOp = (
 /**
  * @internal The nudge that tells a holder a command of `key`'s session waits, without its
  * closing brace: the append script adds the entry's `e` and `p` (see `addCommandLua`). A command
- * of at most {@link maxInlineCommandBytes} goes with it.
+ * of at most `maxInlineCommandBytes` (16 KiB) goes with it.
  */
 export function toCommandNudgeHead(
   key: SessionKey,

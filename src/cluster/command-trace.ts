@@ -15,9 +15,6 @@ const enabled = process.env.RUNPLANE_TRACE_COMMANDS === '1';
 /** @internal The wall time now in ms, with sub-ms precision. */
 export const traceNow = (): number => performance.timeOrigin + performance.now();
 
-/** @internal Whether hops are traced (so a caller can skip collecting what only traces need). */
-export const isTracingCommands = (): boolean => enabled;
-
 /** @internal Notes that command `id` reached `hop` (at `at`, or now); a no-op unless enabled. */
 export function traceCommand(id: string, hop: string, at: number = traceNow()): void {
   if (!enabled) return;
