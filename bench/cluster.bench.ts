@@ -115,21 +115,13 @@ function cancelHops(
     const finds = onB.filter(
       (l) => l.id.startsWith('s:') && l.at >= round.sentAt && l.at <= at(onB, 'b.execute'),
     );
-    const findStarts = finds.filter((l) => l.hop === 'b.find_start');
-    const findEnds = finds.filter((l) => l.hop === 'b.find_end');
-    if (findStarts.length === 2 && findEnds.length === 2) {
-      push(
-        '1a client send → first session read starts (HTTP in, auth)',
-        findStarts[0]!.at - round.sentAt,
-      );
-      push('1b first session read (Redis)', findEnds[0]!.at - findStarts[0]!.at);
-      push(
-        '1c → second session read starts (body, idempotency)',
-        findStarts[1]!.at - findEnds[0]!.at,
-      );
-      push('1d second session read (Redis)', findEnds[1]!.at - findStarts[1]!.at);
-      push('1e → B execute', at(onB, 'b.execute') - findEnds[1]!.at);
-    }
+    const findStart = finds.find((l) => l.hop === 'b.find_start')?.at ?? Number.NaN;
+    const findEnd = finds.find((l) => l.hop === 'b.find_end')?.at ?? Number.NaN;
+    const lastFindEnd = finds.filter((l) => l.hop === 'b.find_end').at(-1)?.at ?? Number.NaN;
+    push('1a client send → session read starts (HTTP in, auth)', findStart - round.sentAt);
+    push('1b session read (Redis)', findEnd - findStart);
+    push('1c → B execute (body, more reads)', at(onB, 'b.execute') - lastFindEnd);
+    push('1n session reads before execute', finds.filter((l) => l.hop === 'b.find_end').length);
     push('1 client send → B execute (HTTP, route)', at(onB, 'b.execute') - round.sentAt);
     push('2 B execute → lease checked (acquire script)', at(onB, 'b.held') - at(onB, 'b.execute'));
     push('3 → XADD answered (addCommand script)', added - at(onB, 'b.held'));
