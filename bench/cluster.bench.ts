@@ -22,7 +22,12 @@
  *   seconds of each process (instances, Redis, the bench client) are reported.
  *
  * Scaled down with `BENCH_CLUSTER_ROUNDS` (cancel rounds, default 200),
- * `BENCH_CLUSTER_FAILOVERS` (default 10) and `BENCH_CLUSTER_SESSIONS` (default 1,000).
+ * `BENCH_CLUSTER_FAILOVERS` (default 10) and `BENCH_CLUSTER_SESSIONS` (default 1,000);
+ * `BENCH_CLUSTER_ONLY=cross` measures the cancel and event figures alone. `BENCH_CLUSTER_HOPS=1`
+ * starts the instances with `RUNPLANE_TRACE_COMMANDS=1` (src/cluster/command-trace.ts) and adds
+ * the cancel's path hop by hop to its figure (p50 and p99 of each hop, in ms: B's HTTP and
+ * session read, the append script, the nudge on A, A's read or not, the cancel applied, the
+ * answer's batch, its nudge on B, the HTTP answer). Tracing costs a stderr line per hop.
  */
 import { readFileSync } from 'node:fs';
 import { skipRedis, startPrivateRedis, type PrivateRedis } from '../test/redis/redis-server.js';
