@@ -24,7 +24,12 @@
  *   seconds of each process (instances, Redis, the bench client) are reported.
  *
  * Scaled down with `BENCH_CLUSTER_ROUNDS` (cancel rounds, default 200),
- * `BENCH_CLUSTER_FAILOVERS` (default 10) and `BENCH_CLUSTER_SESSIONS` (default 1,000).
+ * `BENCH_CLUSTER_FAILOVERS` (default 10) and `BENCH_CLUSTER_SESSIONS` (default 1,000);
+ * `BENCH_CLUSTER_ONLY=cross` measures the cancel and event figures alone. `BENCH_CLUSTER_HOPS=1`
+ * starts the instances with `RUNPLANE_TRACE_COMMANDS=1` (src/cluster/command-trace.ts) and adds
+ * the cancel's path hop by hop to its figure (p50 and p99 of each hop, in ms: B's HTTP and
+ * session read, the append script, the nudge on A, A's read or not, the cancel applied, the
+ * answer's batch, its nudge on B, the HTTP answer). Tracing costs a stderr line per hop.
  */
 import { readFileSync } from 'node:fs';
 import { skipRedis, startPrivateRedis, type PrivateRedis } from '../test/redis/redis-server.js';
@@ -75,9 +80,81 @@ const stats = (samples: number[]) => ({
   samples: samples.length,
 });
 
+/** The hop lines of `RUNPLANE_TRACE_COMMANDS` (src/cluster/command-trace.ts) a process printed. */
+function traceLines(node: ServeNode): Array<{ id: string; hop: string; at: number }> {
+  const lines = node.process.errors().match(/^runplane trace \S+ \S+ \S+$/gm) ?? [];
+  return lines.map((line) => {
+    const [, , id, hop, at] = line.split(' ');
+    return { id: id!, hop: hop!, at: Number(at) };
+  });
+}
+
+/**
+ * The cancel's path hop by hop, from the trace lines of B (sender) and A (holder): per round,
+ * the time of each hop minus the previous one (ms). Rounds are sequential and B sends nothing
+ * else, so B's `b.execute` lines are the rounds in order; A's nudge knows only its session, so
+ * the first one after B's append is the round's.
+ */
+function cancelHops(
+  a: ServeNode,
+  b: ServeNode,
+  rounds: Array<{ sentAt: number; answeredAt: number; cancelledAt: number }>,
+  warmup: number,
+): Record<string, number[]> {
+  const onA = traceLines(a);
+  const onB = traceLines(b);
+  const hopOf = (lines: typeof onA, id: string, hop: string) =>
+    lines.find((l) => l.id === id && l.hop === hop)?.at ?? Number.NaN;
+  const requests = onB.filter((l) => l.hop === 'b.execute').map((l) => l.id);
+  const hops: Record<string, number[]> = {};
+  const push = (name: string, ms: number) => {
+    if (Number.isFinite(ms)) (hops[name] ??= []).push(ms);
+  };
+  requests.forEach((id, i) => {
+    const round = rounds[i];
+    if (round === undefined || i < warmup) return;
+    const at = (lines: typeof onA, hop: string) => hopOf(lines, id, hop);
+    const added = at(onB, 'b.added');
+    const readStart = at(onA, 'a.read_start');
+    const nudged =
+      onA.find((l) => l.hop === 'a.nudged' && l.at >= added - 1 && l.at <= readStart + 50)?.at ??
+      Number.NaN;
+    const finds = onB.filter(
+      (l) => l.id.startsWith('s:') && l.at >= round.sentAt && l.at <= at(onB, 'b.execute'),
+    );
+    const findStart = finds.find((l) => l.hop === 'b.find_start')?.at ?? Number.NaN;
+    const findEnd = finds.find((l) => l.hop === 'b.find_end')?.at ?? Number.NaN;
+    const lastFindEnd = finds.filter((l) => l.hop === 'b.find_end').at(-1)?.at ?? Number.NaN;
+    push('1a client send → session read starts (HTTP in, auth)', findStart - round.sentAt);
+    push('1b session read (Redis)', findEnd - findStart);
+    push('1c → B execute (body, more reads)', at(onB, 'b.execute') - lastFindEnd);
+    push('1n session reads before execute', finds.filter((l) => l.hop === 'b.find_end').length);
+    push('1 client send → B execute (HTTP, route)', at(onB, 'b.execute') - round.sentAt);
+    push('2 B execute → lease checked (acquire script)', at(onB, 'b.held') - at(onB, 'b.execute'));
+    push('3 → XADD answered (addCommand script)', added - at(onB, 'b.held'));
+    push('4 → nudge on A (PUBLISH, subscriber)', nudged - added);
+    push('5 nudge → pump reads (A busy?)', readStart - nudged);
+    push('5b B XADD → pump reads (any wake)', readStart - added);
+    push('6 → XRANGE answered', at(onA, 'a.read') - readStart);
+    push('7 → run.status CANCELLED stamped (1 ms res.)', round.cancelledAt - at(onA, 'a.read'));
+    push('7b → local execute settled', at(onA, 'a.executed') - at(onA, 'a.read'));
+    push('8 → answer batch acknowledged', at(onA, 'a.flushed') - at(onA, 'a.executed'));
+    push('9 → answer nudge on B', at(onB, 'b.answer_nudged') - at(onA, 'a.flushed'));
+    push('10 → answer read (GETDEL)', at(onB, 'b.answer_read') - at(onB, 'b.answer_nudged'));
+    push('11 → HTTP answer at the client', round.answeredAt - at(onB, 'b.answer_read'));
+    push('total: send → CANCELLED', round.cancelledAt - round.sentAt);
+  });
+  return hops;
+}
+
 /** Cancel from B and event latency on C for runs executing on A. */
 async function crossInstance(world: ServeCluster, rounds: number, sessionCount = 10) {
-  const [a, b, c] = await world.startMany(['a', 'b', 'c'], { chunkDelayMs: 20, args: uncapped });
+  const trace = process.env.BENCH_CLUSTER_HOPS === '1';
+  const [a, b, c] = await world.startMany(['a', 'b', 'c'], {
+    chunkDelayMs: 20,
+    args: uncapped,
+    env: trace ? { RUNPLANE_TRACE_COMMANDS: '1' } : {},
+  });
   if (a === undefined || b === undefined || c === undefined) throw new Error('not started');
   const sessions: Array<{ id: string; follower: Follower }> = [];
   for (let i = 0; i < sessionCount; i++) {
@@ -88,6 +165,7 @@ async function crossInstance(world: ServeCluster, rounds: number, sessionCount =
   const answerMs: number[] = [];
   const cancelSseMs: number[] = [];
   const eventMs: number[] = [];
+  const perRound: Array<{ sentAt: number; answeredAt: number; cancelledAt: number }> = [];
   const warmup = Math.min(20, Math.floor(rounds / 10));
   for (let i = 0; i < rounds + warmup; i++) {
     const { id, follower } = sessions[i % sessionCount]!;
@@ -100,13 +178,20 @@ async function crossInstance(world: ServeCluster, rounds: number, sessionCount =
       `deltas of ${runId}`,
     );
     const sentAt = Date.now();
+    const sentAtFine = wallNow();
     const answer = await interruptRun(b, id, runId);
     const answeredAt = Date.now();
+    const answeredAtFine = wallNow();
     if (answer.result !== 'accepted') throw new Error(`cancel ${runId}: ${JSON.stringify(answer)}`);
     const cancelled = await follower.until(isOf('run.cancelled'), `the cancel of ${runId}`);
     const status = follower.events.find(
       (e) => isOf('run.status')(e) && e.payload.to === 'CANCELLED',
     );
+    perRound.push({
+      sentAt: sentAtFine,
+      answeredAt: answeredAtFine,
+      cancelledAt: status?.at ?? Number.NaN,
+    });
     if (i < warmup) continue;
     cancelMs.push((status?.at ?? Number.NaN) - sentAt);
     answerMs.push(answeredAt - sentAt);
@@ -118,7 +203,8 @@ async function crossInstance(world: ServeCluster, rounds: number, sessionCount =
   for (const { follower } of sessions) follower.close();
   const lease = await world.lease(sessions[0]!.id);
   if (lease?.instanceId !== 'a') throw new Error(`the sessions moved to ${lease?.instanceId}`);
-  return { cancelMs, answerMs, cancelSseMs, eventMs };
+  const hops = trace ? cancelHops(a, b, perRound, warmup) : {};
+  return { cancelMs, answerMs, cancelSseMs, eventMs, hops };
 }
 
 /**
@@ -298,17 +384,15 @@ export async function clusterFigures(): Promise<Figure[]> {
   };
   try {
     const cross = await run((w) => crossInstance(w, rounds));
-    const failover = await run((w) => failovers(w, failoverRounds));
-    const resume = await run((w) => failovers(w, failoverRounds, 'resume'));
-    // The default 10 s lease: at 64 requests in flight on a loaded host a 1 s lease outlives
-    // an instance's event-loop stalls too rarely (its sessions move: 503 session_moved).
-    const one = await run((w) => throughput(w, 1, sessions), throughputTtlMs);
-    const three = await run((w) => throughput(w, 3, sessions), throughputTtlMs);
     const cancel = stats(cross.cancelMs);
     const event = stats(cross.eventMs);
-    const marked = stats(failover.markedMs);
-    const resumed = stats(resume.markedMs);
-    return [
+    const hopDetail: Record<string, number> = {};
+    for (const [hop, samples] of Object.entries(cross.hops)) {
+      const s = stats(samples);
+      hopDetail[`hop ${hop} p50`] = s.p50Ms;
+      hopDetail[`hop ${hop} p99`] = s.p99Ms;
+    }
+    const crossFigures: Figure[] = [
       {
         name: 'cluster: cancel on B → run.status CANCELLED on A (the agent signal aborted), p99',
         value: cancel.p99Ms,
@@ -321,6 +405,7 @@ export async function clusterFigures(): Promise<Figure[]> {
           httpAnswerP99Ms: stats(cross.answerMs).p99Ms,
           sseOnCP50Ms: stats(cross.cancelSseMs).p50Ms,
           sseOnCP99Ms: stats(cross.cancelSseMs).p99Ms,
+          ...hopDetail,
         },
       },
       {
@@ -331,6 +416,19 @@ export async function clusterFigures(): Promise<Figure[]> {
         meets: event.p99Ms <= 20,
         detail: event,
       },
+    ];
+    // `BENCH_CLUSTER_ONLY=cross`: the cancel and event figures alone (a quick re-measure).
+    if (process.env.BENCH_CLUSTER_ONLY === 'cross') return crossFigures;
+    const failover = await run((w) => failovers(w, failoverRounds));
+    const resume = await run((w) => failovers(w, failoverRounds, 'resume'));
+    // The default 10 s lease: at 64 requests in flight on a loaded host a 1 s lease outlives
+    // an instance's event-loop stalls too rarely (its sessions move: 503 session_moved).
+    const one = await run((w) => throughput(w, 1, sessions), throughputTtlMs);
+    const three = await run((w) => throughput(w, 3, sessions), throughputTtlMs);
+    const marked = stats(failover.markedMs);
+    const resumed = stats(resume.markedMs);
+    return [
+      ...crossFigures,
       {
         name: `cluster: kill -9 of the holder → run FAILED owner_lost elsewhere (TTL ${leaseTtlMs} ms), p99`,
         value: marked.p99Ms,

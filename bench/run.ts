@@ -17,7 +17,9 @@
  * checkpoint-incremental, memory, heap, serve-latency, serve-fanout, serve-sessions,
  * serve-hostile, retention, telemetry, run-steps, cluster. `BENCH_HEAP_SESSIONS` shrinks the
  * heap suite for a quick check (default 100,000 sessions × 10 runs); `BENCH_CLUSTER_ROUNDS`,
- * `BENCH_CLUSTER_FAILOVERS` and `BENCH_CLUSTER_SESSIONS` shrink the cluster suite.
+ * `BENCH_CLUSTER_FAILOVERS` and `BENCH_CLUSTER_SESSIONS` shrink the cluster suite,
+ * `BENCH_CLUSTER_ONLY=cross` keeps its cancel and event figures, and `BENCH_CLUSTER_HOPS=1` adds
+ * the cancel's hops.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

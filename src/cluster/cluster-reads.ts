@@ -24,11 +24,14 @@
  * @module
  * @internal
  */
+import type { Redis } from 'ioredis';
 import type { SessionKey } from '../events/event-log.js';
+import { traceCommand } from './command-trace.js';
 import type {
   SessionAccess,
   SessionCommand,
   SessionCommandAnswers,
+  SessionHolder,
 } from '../server/session-access.js';
 import { toSessionView } from '../server/session-view.js';
 import type { SessionRecord } from '../stores/session-records.js';
@@ -36,7 +39,8 @@ import type { ClusterInstance } from './cluster-instance.js';
 import { readLiveState, toLiveRunStatus } from './live-state.js';
 import { createRedisIdempotencyKeys } from './redis-idempotency-keys.js';
 import { createOwnerIndex } from './redis-owner-index.js';
-import { createRunRecordReader, indexRuns } from './redis-run-records.js';
+import type { SessionKeys } from './keys.js';
+import { createRunRecordReader, indexRuns, recordStoreFailed } from './redis-run-records.js';
 import { addDeletedSessionFromRecord } from './redis-session-purge.js';
 import { createSessionRecordReader } from './redis-session-records.js';
 
@@ -59,6 +63,25 @@ export interface ClusterReads extends Pick<
  * @param local - the single-instance access over this instance's runtime (sessions held here)
  * @param defaultApprovalTimeoutMs - what a session without its own shows, in ms
  */
+/**
+ * The session's lease holder as Redis has it (`GET` and `PEXPIRETIME` of the lease, one
+ * round trip), or `null` while nobody holds it.
+ */
+async function readHolder(redis: Redis, keys: SessionKeys): Promise<SessionHolder | null> {
+  const replies =
+    (await redis.pipeline().get(keys.lease).call('PEXPIRETIME', keys.lease).exec()) ?? [];
+  const [[valueError, value] = [null, null], [expiryError, expiresAt] = [null, null]] =
+    replies as Array<[Error | null, unknown]>;
+  const error = valueError ?? expiryError;
+  if (error !== null) throw recordStoreFailed('lease read', error.message, error);
+  // Gone between the two (expired, released), or not a lease value: nobody holds it.
+  if (typeof value !== 'string' || typeof expiresAt !== 'number' || expiresAt < 0) return null;
+  const at = value.lastIndexOf(':');
+  const fence = Number(value.slice(at + 1));
+  if (at < 0 || !Number.isSafeInteger(fence)) return null;
+  return { instance_id: value.slice(0, at), fence, lease_expires_at: expiresAt };
+}
+
 export function createClusterReads(
   cluster: ClusterInstance,
   local: SessionAccess,
@@ -77,17 +100,32 @@ export function createClusterReads(
   };
 
   return {
-    findSession: (ownerId, sessionId) => sessions.get(ownerId, sessionId),
+    async findSession(ownerId, sessionId) {
+      traceCommand(`s:${sessionId}`, 'b.find_start');
+      const found = await sessions.get(ownerId, sessionId);
+      traceCommand(`s:${sessionId}`, 'b.find_end');
+      return found;
+    },
     listSessions: (ownerId, page) => sessions.list(ownerId, page),
 
     async viewSession(session) {
       const key = { ownerId: session.ownerId, sessionId: session.sessionId };
+      const keys = cluster.keysOf(key);
       if (heldHere(key)) {
         await settled(key);
-        if (heldHere(key)) return local.viewSession(session);
+        if (heldHere(key)) {
+          const [view, holder] = await Promise.all([
+            local.viewSession(session),
+            readHolder(redis, keys),
+          ]);
+          return { ...view, holder };
+        }
       }
-      const { live, lastSeq } = await readLiveState(redis, cluster.keysOf(key));
-      return toSessionView(session, live, lastSeq, defaultApprovalTimeoutMs);
+      const [{ live, lastSeq }, holder] = await Promise.all([
+        readLiveState(redis, keys),
+        readHolder(redis, keys),
+      ]);
+      return { ...toSessionView(session, live, lastSeq, defaultApprovalTimeoutMs), holder };
     },
 
     async getRun(ownerId, runId) {

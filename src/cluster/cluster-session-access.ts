@@ -47,11 +47,15 @@ import {
   readCommands,
   toAnswerJson,
   toAnswerOp,
-  toCommandNudge,
+  toCommandNudgeHead,
+  toNudgedCommand,
   type CommandEntry,
+  type NudgedEntry,
 } from './command-stream.js';
 import { createClusterReads } from './cluster-reads.js';
+import { traceCommand, traceNow } from './command-trace.js';
 import { createCommandWaiters } from './command-waiters.js';
+import { createHolderHints } from './holder-hints.js';
 import { publishLiveState, writeLiveState } from './live-state.js';
 import { createOwnerIndex } from './redis-owner-index.js';
 import type { LeaseGrant } from './session-lease.js';
@@ -111,6 +115,7 @@ export function createClusterSessionAccess(
   const redis: Redis = cluster.redis;
   const scripts = defineClusterScripts(redis);
   const held = new Map<string, HeldSession>();
+  const elsewhere = createHolderHints(cluster.clock);
   let draining = false;
 
   /** The session's state while this instance still holds it under the same fence. */
@@ -155,6 +160,7 @@ export function createClusterSessionAccess(
           ),
         );
       const json = await Promise.race([pending, nextMacrotask()]);
+      traceCommand(entry.requestId, 'a.executed');
       if (json !== undefined) answer(json);
       // Still waiting (a delete waits for its runs): the answer follows in a later batch.
       else void pending.then(answer).catch(reportUnlessLost);
@@ -163,36 +169,49 @@ export function createClusterSessionAccess(
     }
   };
 
-  /** Applies the session's command Stream past its cursor, in order, until it is empty. */
-  const pump = (key: SessionKey): Promise<void> => {
+  /**
+   * Applies the session's command Stream past its cursor, in order, until it is empty. `nudged`:
+   * the entry a nudge carried; when it directly follows the cursor (its `previousId` is the
+   * cursor) and no pump runs, it is applied without reading the Stream first (the same entry,
+   * in the same order: nothing lies between).
+   */
+  const pump = (key: SessionKey, nudged?: NudgedEntry): Promise<void> => {
     // A draining instance applies no more commands: they wait in the Stream for the next
     // holder, which answers them (a `user.message` would only be refused here).
     if (draining) return Promise.resolve();
     const session = heldSession(key);
     if (session === undefined || session.cursor === undefined) return Promise.resolve();
     if (session.pumping !== undefined) {
+      traceCommand(`s:${key.sessionId}`, 'a.pump_busy');
       session.again = true;
       return session.pumping;
     }
     const keys = cluster.keysOf(key);
+    let first =
+      nudged !== undefined && nudged.previousId === session.cursor
+        ? [toNudgedCommand(nudged, key)]
+        : undefined;
     const run = async () => {
       do {
         session.again = false;
         for (;;) {
           if (heldSession(key) !== session) return;
-          const entries = await readCommands(
-            redis,
-            keys,
-            key,
-            session.cursor!,
-            resolved.readBatchSize,
-          );
+          const readAt = traceNow();
+          const entries =
+            first ??
+            (await readCommands(redis, keys, key, session.cursor!, resolved.readBatchSize));
+          first = undefined;
+          for (const entry of entries) {
+            traceCommand(entry.requestId, 'a.read_start', readAt);
+            traceCommand(entry.requestId, 'a.read');
+          }
           for (const entry of entries) {
             if (heldSession(key) !== session) return;
             await applyEntry(session, entry);
           }
           if (entries.length > 0) {
             await cluster.flushed(key);
+            for (const entry of entries) traceCommand(entry.requestId, 'a.flushed');
             // Answers of this instance's own commands (it took the lease meanwhile).
             for (const entry of entries) waiters.fetch(entry.requestId);
           }
@@ -223,7 +242,11 @@ export function createClusterSessionAccess(
       );
     }
     const grant = await cluster.acquire(key);
-    if (!grant.acquired) return grant;
+    if (!grant.acquired) {
+      elsewhere.note(key);
+      return grant;
+    }
+    elsewhere.forget(key);
     let session = heldSession(key);
     if (session === undefined) {
       const created: HeldSession = {
@@ -257,8 +280,13 @@ export function createClusterSessionAccess(
   subscriber.on('error', () => undefined); // it reconnects and resubscribes; the polls cover the gap
   subscriber.on('message', (_channel: string, text: string) => {
     const message = parseInstanceMessage(text);
-    if (message?.t === 'a') waiters.fetch(message.r);
-    else if (message?.t === 'c') void pump({ ownerId: message.o, sessionId: message.s });
+    if (message?.t === 'a') {
+      traceCommand(message.r, 'b.answer_nudged');
+      waiters.fetch(message.r, message.answer);
+    } else if (message?.t === 'c') {
+      traceCommand(`s:${message.s}`, 'a.nudged');
+      void pump({ ownerId: message.o, sessionId: message.s }, message.entry);
+    }
   });
   const ready = subscriber.subscribe(cluster.channelOf()).then(() => undefined);
   ready.catch(() => undefined); // awaited by every command
@@ -310,9 +338,11 @@ export function createClusterSessionAccess(
   };
 
   /** Appends a command to the holder's Stream, nudges the holder, and waits for the answer. */
-  const send = async (key: SessionKey, json: string) => {
+  const send = async (key: SessionKey, json: string, startedAt: number) => {
     const keys = cluster.keysOf(key);
     const requestId = nanoid();
+    traceCommand(requestId, 'b.execute', startedAt);
+    traceCommand(requestId, 'b.held');
     const answer = waiters.wait(key, requestId);
     let reply: [string, string | number, string?];
     try {
@@ -323,11 +353,14 @@ export function createClusterSessionAccess(
         requestId,
         cluster.instanceId,
         json,
+        resolved.nudgeHolders ? cluster.channelOf('') : '',
+        toCommandNudgeHead(key, { requestId, instanceId: cluster.instanceId, json }),
       )) as typeof reply;
     } catch (error) {
       waiters.abandon(requestId, error);
       return answer;
     }
+    traceCommand(requestId, 'b.added');
     if (reply[0] === 'full') {
       waiters.abandon(
         requestId,
@@ -338,19 +371,20 @@ export function createClusterSessionAccess(
       );
       return answer;
     }
+    // The script nudged the holder when another instance holds the session.
     const holder = reply[2] ?? '';
-    if (holder === '')
+    if (holder === '') {
+      elsewhere.forget(key);
       takeOver(key); // the holder's lease ended meanwhile
-    else if (holderOf(holder) === cluster.instanceId) void pump(key);
-    else if (resolved.nudgeHolders) {
-      redis
-        .publish(cluster.channelOf(holderOf(holder)), toCommandNudge(key))
-        .catch(() => undefined);
-    }
+    } else if (holderOf(holder) === cluster.instanceId) {
+      elsewhere.forget(key);
+      void pump(key);
+    } else elsewhere.note(key);
     return answer;
   };
 
   const execute = async (command: SessionCommand): Promise<unknown> => {
+    const startedAt = traceNow();
     const json = JSON.stringify(command);
     if (Buffer.byteLength(json, 'utf8') > resolved.maxCommandBytes) {
       throw new HttpError(
@@ -368,10 +402,14 @@ export function createClusterSessionAccess(
         : undefined;
     let answer: unknown;
     try {
-      const grant = await ensureHeld(key);
+      // Seen held by another instance a moment ago: straight to its Stream (see holder-hints.ts).
+      const grant =
+        !draining && cluster.fenceOf(key) === undefined && elsewhere.isElsewhere(key)
+          ? ({ acquired: false, holder: '' } as const)
+          : await ensureHeld(key);
       answer = grant.acquired
         ? await applyHere(key, command)
-        : fromAnswerJson(await send(key, json));
+        : fromAnswerJson(await send(key, json, startedAt));
     } catch (error) {
       // Refused (the id was taken, say): the slot goes back. Unknown (a timeout): it expires.
       if (creates && error instanceof HttpError) {

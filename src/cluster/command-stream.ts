@@ -11,7 +11,12 @@
  *   TTL, and an "answer is in" nudge on the sender's instance channel).
  * - An answer is `{ ok: true, answer }` or `{ ok: false, error }` with `HttpError.toData()`.
  * - An instance channel carries `{ t: 'c', o, s }` ("a command for session s of owner o waits")
- *   and `{ t: 'a', r }` ("the answer of request r is in").
+ *   and `{ t: 'a', r }` ("the answer of request r is in", with the answer's JSON as `a` when it
+ *   is at most `maxInlineCommandBytes` (16 KiB): it is published by the batch that stored it, so
+ *   it is durable as well). The append script sends the first
+ *   itself, with `e` (the entry's id) and `p` (the id of the Stream's last entry before it) and,
+ *   for a command of at most `maxInlineCommandBytes` (16 KiB), the entry's `r`, `i` and `c`: a holder
+ *   whose applied cursor is `p` applies the entry from the nudge, without reading the Stream.
  *
  * @module
  * @internal
@@ -35,10 +40,29 @@ export interface CommandEntry {
   readonly command: SessionCommand | HttpError;
 }
 
+/**
+ * @internal The entry a nudge carries: the Stream entry itself, and `previousId`, the id of the
+ * Stream's last entry when it was appended (`0-0`: none).
+ */
+export interface NudgedEntry {
+  readonly previousId: string;
+  readonly requestId: string;
+  readonly instanceId: string;
+  readonly id: string;
+  /** The command's JSON, as in the Stream entry (read with the session's key, as there). */
+  readonly json: string;
+}
+
 /** @internal A message on an instance channel. */
 export type InstanceMessage =
-  | { readonly t: 'c'; readonly o: string; readonly s: string }
-  | { readonly t: 'a'; readonly r: string };
+  | { readonly t: 'c'; readonly o: string; readonly s: string; readonly entry?: NudgedEntry }
+  | { readonly t: 'a'; readonly r: string; readonly answer?: string };
+
+/**
+ * The largest command (bytes of JSON) a nudge carries; a larger one is read from the
+ * Stream (a nudge goes to every subscriber of the channel, and is not bounded like the Stream).
+ */
+const maxInlineCommandBytes = 16 * 1024;
 
 const commandTypes = new Set<string>([
   'session.create',
@@ -140,12 +164,44 @@ export const toAnswerOp = (
   json,
   ttlMs,
   channel: senderChannel,
-  message: JSON.stringify({ t: 'a', r: requestId } satisfies InstanceMessage),
+  // A small answer rides in its nudge, so the sender need not read it (it deletes it unread).
+  message: JSON.stringify(
+    Buffer.byteLength(json, 'utf8') <= maxInlineCommandBytes
+      ? { t: 'a', r: requestId, a: json }
+      : { t: 'a', r: requestId },
+  ),
 });
 
-/** @internal The nudge that tells a holder a command of `key`'s session waits. */
-export const toCommandNudge = (key: SessionKey): string =>
-  JSON.stringify({ t: 'c', o: key.ownerId, s: key.sessionId } satisfies InstanceMessage);
+/**
+ * @internal The nudge that tells a holder a command of `key`'s session waits, without its
+ * closing brace: the append script adds the entry's `e` and `p` (see `addCommandLua`). A command
+ * of at most `maxInlineCommandBytes` (16 KiB) goes with it.
+ */
+export function toCommandNudgeHead(
+  key: SessionKey,
+  entry: { readonly requestId: string; readonly instanceId: string; readonly json: string },
+): string {
+  const inline = Buffer.byteLength(entry.json, 'utf8') <= maxInlineCommandBytes;
+  const message = inline
+    ? {
+        t: 'c',
+        o: key.ownerId,
+        s: key.sessionId,
+        r: entry.requestId,
+        i: entry.instanceId,
+        c: entry.json,
+      }
+    : { t: 'c', o: key.ownerId, s: key.sessionId };
+  return JSON.stringify(message).slice(0, -1);
+}
+
+/** @internal The entry a nudge carries, as the holder applies it (see {@link readCommands}). */
+export const toNudgedCommand = (entry: NudgedEntry, key: SessionKey): CommandEntry => ({
+  id: entry.id,
+  requestId: entry.requestId,
+  instanceId: entry.instanceId,
+  command: toCommand(entry.json, key),
+});
 
 /** @internal Reads a message of an instance channel; `undefined` for one that is not ours. */
 export function parseInstanceMessage(message: string): InstanceMessage | undefined {
@@ -157,9 +213,24 @@ export function parseInstanceMessage(message: string): InstanceMessage | undefin
   }
   if (!isRecord(value)) return undefined;
   if (value.t === 'c' && typeof value.o === 'string' && typeof value.s === 'string') {
+    const { e, p, r, i, c } = value;
+    if (
+      typeof e === 'string' &&
+      typeof p === 'string' &&
+      typeof r === 'string' &&
+      typeof i === 'string' &&
+      typeof c === 'string'
+    ) {
+      const entry = { id: e, previousId: p, requestId: r, instanceId: i, json: c };
+      return { t: 'c', o: value.o, s: value.s, entry };
+    }
     return { t: 'c', o: value.o, s: value.s };
   }
-  if (value.t === 'a' && typeof value.r === 'string') return { t: 'a', r: value.r };
+  if (value.t === 'a' && typeof value.r === 'string') {
+    return typeof value.a === 'string'
+      ? { t: 'a', r: value.r, answer: value.a }
+      : { t: 'a', r: value.r };
+  }
   return undefined;
 }
 

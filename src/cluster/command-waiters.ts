@@ -14,6 +14,7 @@
 import { CommandTimeoutError, ShuttingDownError } from '../errors.js';
 import { toSessionKeyString, type SessionKey } from '../events/event-log.js';
 import type { ResolvedClusterSessionAccessOptions } from './cluster-access-options.js';
+import { traceCommand } from './command-trace.js';
 
 /** @internal The commands this instance waits on. */
 export interface CommandWaiters {
@@ -28,8 +29,12 @@ export interface CommandWaiters {
   wait(key: SessionKey, requestId: string): Promise<string>;
   /** Stops waiting for `requestId` (its command was never appended), rejecting with `error`. */
   abandon(requestId: string, error: unknown): void;
-  /** Reads the answer of `requestId` now, if this instance waits for it (a nudge arrived). */
-  fetch(requestId: string): void;
+  /**
+   * Reads the answer of `requestId` now, if this instance waits for it (a nudge arrived); with
+   * `json`, the answer the nudge carried, which settles the wait at once (the stored copy is
+   * deleted unread).
+   */
+  fetch(requestId: string, json?: string): void;
   /** Whether this instance waits for `requestId`. */
   has(requestId: string): boolean;
   /** Rejects every wait with `ShuttingDownError` and stops the poll. */
@@ -67,12 +72,18 @@ export function createCommandWaiters(
     if (waiter === undefined) return;
     waiters.delete(requestId);
     clock.clearTimeout(waiter.timer);
+    traceCommand(requestId, 'b.answer_read');
     waiter.resolve(json);
   };
 
-  const fetch = (requestId: string) => {
+  const fetch = (requestId: string, json?: string) => {
     const waiter = waiters.get(requestId);
     if (waiter === undefined) return;
+    if (json !== undefined) {
+      settle(requestId, json);
+      redis.del(waiter.answerKey).catch(() => undefined); // else it expires (`answerTtlMs`)
+      return;
+    }
     redis.getdel(waiter.answerKey).then(
       (json) => {
         if (json !== null) settle(requestId, json);

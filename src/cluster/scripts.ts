@@ -158,17 +158,33 @@ return {'ok', last}
 `;
 
 /**
- * Appends a command to a session's command Stream unless it holds `max` entries already, and
- * says who holds the session's lease (so the sender knows whom to nudge).
- * KEYS: commands, lease. ARGV: max entries, request id, instance id, command JSON.
+ * Appends a command to a session's command Stream unless it holds `max` entries already, says
+ * who holds the session's lease (so the sender knows whether to take it), and nudges the holder
+ * in the same step: no round trip of the sender's between the entry and its nudge.
+ * KEYS: commands, lease. ARGV: max entries, request id, instance id, command JSON, the channel
+ * prefix of instances (`''`: no nudge), the nudge's JSON without its closing brace.
+ * The nudge goes to the holder's channel unless nobody or the sender itself holds the lease; the
+ * script ends its JSON with `"e"` (the entry id) and `"p"` (the id of the Stream's last entry
+ * before it, `0-0` when empty), so a holder whose applied cursor is `p` may apply the entry
+ * from the nudge without reading the Stream (`cluster-session-access.ts`).
  * Returns `{'ok', entryId, holder}` (`holder` is `''` when nobody holds the lease) or
  * `{'full', length}`.
  */
 const addCommandLua = `
 local length = redis.call('XLEN', KEYS[1])
 if length >= tonumber(ARGV[1]) then return {'full', length} end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local prev = '0-0'
+if #last > 0 then prev = last[1][1] end
 local id = redis.call('XADD', KEYS[1], '*', 'r', ARGV[2], 'i', ARGV[3], 'c', ARGV[4])
-return {'ok', id, redis.call('GET', KEYS[2]) or ''}
+local holder = redis.call('GET', KEYS[2]) or ''
+if ARGV[5] ~= '' and holder ~= '' then
+  local instance = string.match(holder, '^(.*):[^:]*$')
+  if instance ~= nil and instance ~= ARGV[3] then
+    redis.call('PUBLISH', ARGV[5] .. instance, ARGV[6] .. ',"e":"' .. id .. '","p":"' .. prev .. '"}')
+  end
+end
+return {'ok', id, holder}
 `;
 
 /** A script's reply as ioredis gives it. */
@@ -190,6 +206,8 @@ export interface ClusterScripts {
     requestId: string,
     instanceId: string,
     json: string,
+    channelPrefix: string,
+    nudgeHead: string,
   ): Promise<Reply>;
   /** Queues calls on a pipeline of the connection; their replies come from `exec()`. */
   queue(pipeline: ChainableCommander): {
@@ -238,8 +256,17 @@ export function defineClusterScripts(redis: Redis): ClusterScripts {
     renew: (lease, value, ttlMs) => call(names.renew)(lease, value, ttlMs),
     release: (lease, value) => call(names.release)(lease, value),
     ship: (keys, args) => call(names.ship)(keys.length, ...keys, ...args),
-    addCommand: (commands, lease, maxEntries, requestId, instanceId, json) =>
-      call(names.addCommand)(commands, lease, maxEntries, requestId, instanceId, json),
+    addCommand: (commands, lease, maxEntries, requestId, instanceId, json, channelPrefix, head) =>
+      call(names.addCommand)(
+        commands,
+        lease,
+        maxEntries,
+        requestId,
+        instanceId,
+        json,
+        channelPrefix,
+        head,
+      ),
     queue(pipeline) {
       const queued = on(pipeline);
       return {

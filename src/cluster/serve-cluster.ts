@@ -16,6 +16,7 @@ import type { ClusterServeOptions } from '../server/serve-options.js';
 import type { ServeStores } from '../server/serve-stores.js';
 import type { Service } from '../server/service-app.js';
 import type { SessionAccess } from '../server/session-access.js';
+import type { StoreHealth } from '../server/store-health.js';
 import { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 import type { Agent } from '../run/agent.js';
 import { createClusterInstance, type ClusterInstance } from './cluster-instance.js';
@@ -24,6 +25,7 @@ import type { LiveStateSource } from './live-state.js';
 import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
 import { createRedisCheckpointStore } from './redis-checkpoint-store.js';
 import { getRedisDevToken } from './redis-dev-token.js';
+import { createRedisHealth } from './redis-health.js';
 import { createRedisInbox } from './redis-inbox.js';
 import { createRedisRateBuckets, type ClusterRateBuckets } from './redis-rate-limit.js';
 import { createRedisRunRecords } from './redis-run-records.js';
@@ -62,6 +64,8 @@ export interface ServeCluster {
    * (`failover-resume.ts`).
    */
   recordingAgent<TInput, TOutput>(agent: Agent<TInput, TOutput>): Agent<TInput, TOutput>;
+  /** Whether Redis can be reached (`ServiceOptions.storeHealth`: 503 `store_unavailable`). */
+  readonly storeHealth: StoreHealth;
   /** Starts watching for sessions left without a holder, and releasing idle ones. */
   start(): void;
   /**
@@ -112,6 +116,8 @@ function withHandedOffRuns(
 }
 
 const connectTimeoutMs = 5_000;
+/** Reconnect attempts a command waits through before it fails (`MaxRetriesPerRequestError`). */
+const maxRetriesPerRequest = 3;
 
 /** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
 async function connect(url: string): Promise<Redis> {
@@ -131,7 +137,14 @@ async function connect(url: string): Promise<Redis> {
       `expected \`redis.url\` to be redis://host:port/<db number> (or rediss://), got ${JSON.stringify(url)}`,
     );
   }
-  const redis = new Redis(url, { lazyConnect: true, connectTimeout: connectTimeoutMs });
+  // A command fails after a few reconnect attempts (about 0.3 s), not ioredis's 20 (about 10 s):
+  // a request then answers 503 `store_unavailable` while Redis is down, and the background
+  // writers (shipper, renew, watch) retry on their own beats.
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: connectTimeoutMs,
+    maxRetriesPerRequest: maxRetriesPerRequest,
+  });
   redis.on('error', () => undefined); // ioredis reconnects; leases and batches handle the gap
   try {
     await redis.connect();
@@ -228,6 +241,7 @@ export async function openRedisServeStores(
 
   const serveCluster: ServeCluster = {
     instance: cluster,
+    storeHealth: createRedisHealth(redis, cluster.clock),
     rateBuckets: (limits) =>
       createRedisRateBuckets({ ...limits, redis, keyPrefix: cluster.keyPrefix }),
     sessionAccess(

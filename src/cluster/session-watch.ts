@@ -119,7 +119,12 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
     lastEvent.set(member, clock.now());
     if (fence === undefined || listed.get(member) === fence) return;
     listed.set(member, fence);
-    redis.zadd(listKey, 'NX', Date.now(), member).catch(reportError);
+    redis.zadd(listKey, 'NX', Date.now(), member).catch((error: unknown) => {
+      // Not listed (Redis out of reach): the next beat lists it again (`releaseIdle`), or a
+      // holder that dies later would leave the session to nobody.
+      if (listed.get(member) === fence) listed.delete(member);
+      reportError(error);
+    });
   };
 
   /** Whether this instance has any work of the session in memory. */

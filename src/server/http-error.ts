@@ -33,6 +33,7 @@ export type HttpErrorCode =
   | 'rate_limited'
   | 'shutting_down'
   | 'store_failed'
+  | 'store_unavailable'
   | 'session_moved'
   | 'command_timeout'
   | 'request_timeout'
@@ -75,6 +76,8 @@ export const statusOfCode: Readonly<
   rate_limited: 429,
   shutting_down: 503,
   store_failed: 500,
+  // The shared store (a cluster's Redis) cannot be reached now: retry after `Retry-After`.
+  store_unavailable: 503,
   // A cluster's: the session's lease moved while the command was applied, or its holder did
   // not answer in time. Either way the outcome is unknown: read the session, then retry.
   session_moved: 503,

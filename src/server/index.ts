@@ -44,6 +44,7 @@ export type {
   SessionCommandAnswer,
   SessionCommandAnswers,
   SessionEventReads,
+  SessionHolder,
   SessionSettings,
   SessionView,
 } from './session-access.js';

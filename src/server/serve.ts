@@ -199,6 +199,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       maxUnfinishedRunsPerOwner: options.maxUnfinishedRunsPerOwner,
       rateLimit,
       rateBuckets: rateLimit === undefined ? undefined : cluster?.rateBuckets(rateLimit),
+      storeHealth: cluster?.storeHealth,
       approvalTimeoutMs: options.approvalTimeoutMs,
       onSessionDeleted: () => sweep.kick(),
       checkpointStore: checkpoints,

@@ -31,6 +31,7 @@ import { createStreamRegistry } from './middleware/stream-quota.js';
 import { createLoopSessions, type LoopSessions } from './loop-sessions.js';
 import { createLocalSessionAccess } from './local-session-access.js';
 import type { SessionAccess } from './session-access.js';
+import { storeRetryAfterSeconds, type StoreHealth } from './store-health.js';
 import type { CheckpointStore } from '../stores/checkpoint-store.js';
 import { eventRoutes } from './routes/events.js';
 import { inspectPageRoutes, inspectStreamRoutes } from './routes/inspect.js';
@@ -112,6 +113,12 @@ export interface ServiceOptions {
   readonly rateLimit?: RateLimitOptions | undefined;
   /** Where the rate limit's buckets are kept when not in this process (a cluster's, in Redis). */
   readonly rateBuckets?: SharedBuckets | undefined;
+  /**
+   * The reachability of a shared store (a cluster's Redis): a request failing because it cannot
+   * be reached is 503 `store_unavailable` with `Retry-After` (not 500 `internal`), and `GET
+   * /healthz` asks it. @default none (stores in this process: always reachable)
+   */
+  readonly storeHealth?: StoreHealth | undefined;
   /**
    * How long a tool call waits for its confirmation before it is denied with reason `timeout`,
    * in ms, for a session that sets no `approval_timeout_ms`. @default 600000 (10 minutes)
@@ -207,6 +214,14 @@ const serviceOptionsSchema = z.object({
     .custom<SharedBuckets>((value) => typeof (value as SharedBuckets | null)?.take === 'function', {
       error: 'an object with take(ownerId)',
     })
+    .optional(),
+  storeHealth: z
+    .custom<StoreHealth>(
+      (value) =>
+        typeof (value as StoreHealth | null)?.isUnavailable === 'function' &&
+        typeof (value as StoreHealth | null)?.check === 'function',
+      { error: 'an object with isUnavailable(error) and check()' },
+    )
     .optional(),
   approvalTimeoutMs: positiveInt.optional(),
   loopIdleMs: positiveInt.optional(),
@@ -313,7 +328,13 @@ export function createServiceApp(options: ServiceOptions): Service {
   const app = new Hono<{ Variables: { ownerId: string } }>();
 
   app.onError((error, c) => {
-    const httpError = toHttpError(error);
+    const httpError =
+      !(error instanceof HttpError) && options.storeHealth?.isUnavailable(error) === true
+        ? new HttpError('store_unavailable', 'the shared store cannot be reached now; retry later')
+        : toHttpError(error);
+    if (httpError.code === 'store_unavailable') {
+      c.header('Retry-After', String(storeRetryAfterSeconds));
+    }
     if (httpError.code === 'internal' || httpError.code === 'store_failed') reportError(error);
     if (httpError.code === 'shutting_down') {
       // The service is going away: the client retries later, on a new connection.
@@ -363,17 +384,26 @@ export function createServiceApp(options: ServiceOptions): Service {
   app.get('/', (c) => c.html(chatPageHtml, 200, { 'content-security-policy': chatPagePolicy }));
   // The page holds no data; the stream is owner-scoped and behind the /api auth below.
   if (options.timeline !== undefined) app.route('/', inspectPageRoutes());
-  app.get('/healthz', (c) =>
-    draining
-      ? c.json(
-          {
-            status: 'draining',
-            ...new HttpError('shutting_down', 'the service is shutting down').toBody(),
-          },
-          503,
-        )
-      : c.json({ status: 'ok' }),
-  );
+  app.get('/healthz', async (c) => {
+    if (draining) {
+      return c.json(
+        {
+          status: 'draining',
+          ...new HttpError('shutting_down', 'the service is shutting down').toBody(),
+        },
+        503,
+      );
+    }
+    const problem = await options.storeHealth?.check();
+    if (problem !== undefined) {
+      return c.json(
+        { status: 'store_unavailable', ...new HttpError('store_unavailable', problem).toBody() },
+        503,
+        { 'retry-after': String(storeRetryAfterSeconds) },
+      );
+    }
+    return c.json({ status: 'ok' });
+  });
 
   app.use('/api/*', bearerAuth(authenticate));
   if (options.rateLimit !== undefined)

@@ -79,6 +79,25 @@ export interface SessionView {
   readonly created_at: number;
   /** Clock ms. */
   readonly updated_at: number;
+  /**
+   * A cluster's only (`GET /api/sessions/:id` with `runplane serve --redis`): the instance that
+   * holds the session's lease, read from Redis; `null` while nobody holds it (an idle session is
+   * released after 30 s). Absent on a single instance.
+   */
+  readonly holder?: SessionHolder | null;
+}
+
+/** Who drives a session in a cluster: its lease holder (README "Cluster"). */
+export interface SessionHolder {
+  /** The holder's `--instance-id`. */
+  readonly instance_id: string;
+  /** The lease's fence (it only grows; a new holder has a larger one). */
+  readonly fence: number;
+  /**
+   * When the lease expires unless renewed (every third of `--lease-ttl-ms`), as Unix ms on
+   * Redis's clock (`PEXPIRETIME`).
+   */
+  readonly lease_expires_at: number;
 }
 
 /**

@@ -6,6 +6,7 @@
  * good by the holder's renew beat; a holder that dies or is fenced leaves the command to the
  * next holder, which applies it once.
  */
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CommandTimeoutError } from '../../src/errors.js';
@@ -46,6 +47,37 @@ const streamLength = (scene: ClusterScene, length: number) =>
     async () => (await scene.admin.xlen(scene.keys.commands)) === length,
     `${length} command entries`,
   );
+
+/**
+ * Records the commands clients send to Redis (`MONITOR` on a plain socket; a script's own calls
+ * are left out) until `stop()`, which returns each as its lower-cased name and first argument.
+ */
+async function monitorClients(port: number) {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (text += chunk));
+  socket.write('MONITOR\r\n');
+  await pollUntil(async () => text.startsWith('+OK\r\n'), 'MONITOR on');
+  return {
+    async stop() {
+      // A PING of the monitor's own connection is not monitored: mark the end with an ECHO.
+      const end = `end-${Math.random()}`;
+      const admin = connect(port, '127.0.0.1');
+      admin.write(`ECHO ${end}\r\n`);
+      await pollUntil(async () => text.includes(end), 'the end mark monitored');
+      admin.destroy();
+      socket.destroy();
+      const lines = text.split('\r\n').filter((line) => !line.includes('[0 lua]'));
+      return lines.flatMap((line) => {
+        const match = /^\+[\d.]+ \[\d+ [^\]]+\] "(\w+)"(?: "([^"]*)")?/.exec(line);
+        return match === null || match[1] === 'ECHO'
+          ? []
+          : [[match[1]!.toLowerCase(), match[2] ?? '']];
+      });
+    },
+  };
+}
 
 describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
   const cluster = useCluster();
@@ -106,6 +138,47 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     expect(a.runtime.session('alice', 's1').activeRunId).toBeUndefined();
     const gone = await refusal(b.access.execute(messageCommand(key, 'too late')));
     expect((gone as HttpError).toData()).toMatchObject({ code: 'not_found' });
+  });
+
+  it('applies a command from its nudge without reading the Stream, unless the nudge does not follow the cursor', async () => {
+    const scene = cluster.scene(key);
+    const a = node(scene, 'A');
+    const b = node(scene, 'B');
+    const silent = node(scene, 'C', { access: { nudgeHolders: false } });
+    await a.access.execute(createCommand(key));
+    const first = runIdOf(await b.access.execute(messageCommand(key, 'first')));
+
+    // The nudge carries the entry, and the entry before it is A's cursor: no XRANGE, and no
+    // PUBLISH or lease script of B's own (the append script nudged A).
+    const monitor = await monitorClients(cluster.server().port);
+    const cancelled = await b.access.execute(cancelCommand(key, first));
+    expect(cancelled.results[0]).toMatchObject({ result: 'accepted', run_id: first });
+    const sent = await monitor.stop();
+    // B's append script and A's batch: no lease script, no PUBLISH, no XRANGE, no GETDEL (the
+    // answer rode in its nudge; B deletes the stored copy without waiting: the DEL).
+    const names = sent.map(([name]) => name);
+    expect(names.filter((name) => name !== 'del')).toEqual(['evalsha', 'evalsha']);
+    expect(sent.filter(([name, on]) => name === 'xrange' && on === scene.keys.commands)).toEqual(
+      [],
+    );
+    expect(sent.filter(([name]) => name === 'publish')).toEqual([]);
+    const cursor = await scene.admin.get(scene.keys.commandsApplied);
+    expect(cursor).toBe((await scene.admin.xrange(scene.keys.commands, '-', '+'))[0]?.[0]);
+
+    // C appends without a nudge; B's next entry then does not follow A's cursor: A reads the
+    // Stream and applies both, in Stream order.
+    const unnudged = silent.access.execute(messageCommand(key, 'second'));
+    await streamLength(scene, 2);
+    const reading = await monitorClients(cluster.server().port);
+    const nudged = b.access.execute(messageCommand(key, 'third'));
+    const [second, third] = (await Promise.all([unnudged, nudged])).map(runIdOf);
+    const read = await reading.stop();
+    expect(
+      read.filter(([name, on]) => name === 'xrange' && on === scene.keys.commands),
+    ).not.toEqual([]);
+    expect(await loggedMessages(a)).toEqual(['first', 'second', 'third']);
+    expect(a.runtime.session('alice', 's1').activeRunId).toBe(second);
+    expect(a.runtime.session('alice', 's1').queuedRunIds).toEqual([third]);
   });
 
   it('reads an entry by its field names, whatever its values: a sender named "c", "r" or "i"', async () => {

@@ -34,6 +34,8 @@ export interface ServeNodeOptions {
   readonly tokens?: boolean;
   /** More flags. */
   readonly args?: readonly string[];
+  /** Environment variables of the process (`RUNPLANE_TRACE_COMMANDS`, say). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** One running `runplane serve` process of a cluster. */
@@ -180,7 +182,7 @@ export function createServeCluster(
       '500',
       ...(node.args ?? []),
     ];
-    const process = await spawnServer(args);
+    const process = await spawnServer(args, { env: node.env ?? {} });
     const signal = (name: NodeJS.Signals) => {
       if (process.child.exitCode === null && process.child.signalCode === null) {
         process.child.kill(name);
