@@ -62,6 +62,8 @@ export interface ClusterReads extends Pick<
  *
  * @param local - the single-instance access over this instance's runtime (sessions held here)
  * @param defaultApprovalTimeoutMs - what a session without its own shows, in ms
+ * @param rebuilt - whether this instance holds the session and has rebuilt it (its reads are
+ *   then its runtime's; before, Redis's: the last holder's live state)
  */
 /**
  * The session's lease holder as Redis has it (`GET` and `PEXPIRETIME` of the lease, one
@@ -86,6 +88,7 @@ export function createClusterReads(
   cluster: ClusterInstance,
   local: SessionAccess,
   defaultApprovalTimeoutMs: number,
+  rebuilt: (key: SessionKey) => boolean = () => true,
 ): ClusterReads {
   const { redis, keyPrefix, eventLog } = cluster;
   const sessions = createSessionRecordReader({ redis, keyPrefix });
@@ -97,6 +100,16 @@ export function createClusterReads(
   /** On the holder: waits until its queued writes are in Redis (read your writes). */
   const settled = async (key: SessionKey) => {
     if (heldHere(key)) await cluster.flushed(key).catch(() => undefined);
+  };
+  /**
+   * Whether this instance's own runtime answers for the session: it holds it and has rebuilt it
+   * (a holder that just took a session is idle in memory until its rebuild requeued the runs;
+   * meanwhile the last holder's live state in Redis is the truth), with its writes in Redis.
+   */
+  const answersHere = async (key: SessionKey) => {
+    if (!heldHere(key) || !rebuilt(key)) return false;
+    await settled(key);
+    return heldHere(key);
   };
 
   return {
@@ -111,15 +124,12 @@ export function createClusterReads(
     async viewSession(session) {
       const key = { ownerId: session.ownerId, sessionId: session.sessionId };
       const keys = cluster.keysOf(key);
-      if (heldHere(key)) {
-        await settled(key);
-        if (heldHere(key)) {
-          const [view, holder] = await Promise.all([
-            local.viewSession(session),
-            readHolder(redis, keys),
-          ]);
-          return { ...view, holder };
-        }
+      if (await answersHere(key)) {
+        const [view, holder] = await Promise.all([
+          local.viewSession(session),
+          readHolder(redis, keys),
+        ]);
+        return { ...view, holder };
       }
       const [{ live, lastSeq }, holder] = await Promise.all([
         readLiveState(redis, keys),
@@ -132,10 +142,7 @@ export function createClusterReads(
       const found = await runs.get(ownerId, runId);
       if (found === undefined) return undefined;
       const key = { ownerId, sessionId: found.sessionId };
-      if (heldHere(key)) {
-        await settled(key);
-        if (heldHere(key)) return local.getRun(ownerId, runId);
-      }
+      if (await answersHere(key)) return local.getRun(ownerId, runId);
       const [session, { live }] = await Promise.all([
         sessions.get(ownerId, found.sessionId),
         readLiveState(redis, cluster.keysOf(key)),

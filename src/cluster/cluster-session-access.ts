@@ -91,6 +91,11 @@ interface HeldSession {
   cursor: string | undefined;
   /** Settles once `onAcquired` ran and the Stream was applied. */
   ready: Promise<void>;
+  /**
+   * Whether `onAcquired` has rebuilt the session here: until then this instance's runtime knows
+   * nothing of its runs, and reads come from Redis (the last holder's live state).
+   */
+  rebuilt: boolean;
   /** The pump applying the Stream now, if one runs. */
   pumping: Promise<void> | undefined;
   /** A nudge came while the pump ran: read again. */
@@ -228,6 +233,7 @@ export function createClusterSessionAccess(
   /** Reads the applied cursor of a session just taken, after `onAcquired`, and applies the Stream. */
   const catchUp = async (session: HeldSession) => {
     await resolved.onAcquired(session.key);
+    session.rebuilt = true;
     writeLiveState(cluster, runtime, session.key); // the last holder's may be stale
     session.cursor = (await redis.get(cluster.keysOf(session.key).commandsApplied)) ?? '0-0';
     await pump(session.key);
@@ -254,6 +260,7 @@ export function createClusterSessionAccess(
         fence: grant.fence,
         cursor: undefined,
         ready: Promise.resolve(),
+        rebuilt: false,
         pumping: undefined,
         again: false,
       };
@@ -296,7 +303,12 @@ export function createClusterSessionAccess(
     for (const session of [...held.values()]) void pump(session.key);
   });
   const stopLiveState = publishLiveState(cluster, runtime, reportError);
-  const reads = createClusterReads(cluster, local, resolved.defaultApprovalTimeoutMs);
+  const reads = createClusterReads(
+    cluster,
+    local,
+    resolved.defaultApprovalTimeoutMs,
+    (key) => heldSession(key)?.rebuilt === true,
+  );
   const ownerIndex = createOwnerIndex(redis, cluster.keyPrefix);
 
   /** Reserves the new session's slot of its owner's quota, cluster-wide (see `redis-owner-index.ts`). */

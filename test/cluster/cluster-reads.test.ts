@@ -250,4 +250,41 @@ describe.skipIf(skipRedis)('reads from any instance', () => {
     expect(listed.map((session) => session.sessionId).sort()).toEqual([winner, 's5'].sort());
     expect(await scene.admin.hlen(`${scene.keyPrefix}{o:5:alice}:sessions-reserved`)).toBe(0);
   });
+
+  it('reads a session on an instance that is still rebuilding it from Redis, not from its idle runtime', async () => {
+    const scene = cluster.scene(key);
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const rebuilding: string[] = [];
+    const a = node(scene, 'A', { instance: { leaseTtlMs: 60_000 } });
+    const b = node(scene, 'B', {
+      instance: { leaseTtlMs: 60_000 },
+      access: {
+        onAcquired: async (taken) => {
+          rebuilding.push(taken.sessionId);
+          await gate; // a rebuild that reads the records and the log before it requeues
+        },
+      },
+    });
+    await Promise.all([a.access.ready, b.access.ready]);
+    await a.access.execute(createCommand(key));
+    const active = runIdOf(await a.access.execute(messageCommand(key, 'one')));
+    const queued = runIdOf(await a.access.execute(messageCommand(key, 'two')));
+    await a.cluster.flushed(key);
+    await a.die();
+    await scene.admin.del(scene.keys.lease); // expired, as after kill -9
+    const taking = b.access.hold(key);
+    await pollUntil(() => Promise.resolve(rebuilding.length === 1), 'B rebuilding the session');
+    expect(b.cluster.fenceOf(key)).toBeDefined(); // B holds the lease, its runtime is still idle
+    const session = await b.access.findSession('alice', key.sessionId);
+    // Before the fix: status idle, no run (B's own runtime answered as soon as it held the lease).
+    expect(await b.access.viewSession(session!)).toMatchObject({
+      status: 'running',
+      active_run_id: active,
+      queued_run_ids: [queued],
+    });
+    expect((await b.access.getRun('alice', queued))?.status).toBe('QUEUED');
+    release();
+    expect(await taking).toBe(true);
+  });
 });
