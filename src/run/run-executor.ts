@@ -426,7 +426,7 @@ export class RunExecutor implements RunContextHost {
     if (state !== undefined) this.safePointState = state;
     this.host.telemetry.noted(this, 'safe_point', { 'runplane.safe_point.kind': kind });
     const context = this.#context();
-    // Only a pending safe-point cancel (RUNNING.cancelling) reacts to a safe point: with none
+    // Only a pending safe-point cancel (state `cancelling`) reacts to a safe point: with none
     // pending the event would be a no-op macrostep, and agents reach safe points often.
     if (context?.status === 'RUNNING' && context.cancel !== undefined) {
       this.send({ type: 'run.safe_point', kind });
