@@ -25,7 +25,12 @@ import {
   SessionQueueFullError,
   ShuttingDownError,
 } from '../errors.js';
-import { toSessionKeyString, type RunplaneEvent, type SessionKey } from '../events/event-log.js';
+import {
+  toSessionKeyString,
+  type RunplaneEvent,
+  type SessionKey,
+  type StoreContext,
+} from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { guardInspect } from '../guard-inspect.js';
 import { setInspectorOf } from './runtime-inspector.js';
@@ -62,6 +67,9 @@ export type { PrepareOptions, RuntimeOptions } from './runtime-options.js';
 export type { RunRegistry, Runtime } from './runtime-types.js';
 
 const keyOf = (ownerId: string, sessionId: string) => toSessionKeyString({ ownerId, sessionId });
+
+/** The store context of the runtime's own appends: no signal (one object, not one per event). */
+const noStoreContext: StoreContext = Object.freeze({});
 
 const shutdownRequest = (reason: string): CancelRequest => ({
   mode: CancelMode.Immediate,
@@ -208,7 +216,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     let host = sessions.get(key);
     if (host === undefined) {
       host = new SessionHost(
-        { ownerId, sessionId },
+        // Frozen, and shared by the session's runs (RunExecutor.sessionKey).
+        Object.freeze({ ownerId, sessionId }),
         boundSessionMachine,
         maxQueuedRuns,
         { clock, inspect },
@@ -273,7 +282,12 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     const key = run.sessionKey;
     let event: RunplaneEvent;
     try {
-      event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
+      event = eventLog.append(noStoreContext, key, {
+        runId: run.id,
+        type,
+        payload,
+        at: clock.now(),
+      });
     } catch (error) {
       // The run's lifecycle goes on; the lost event is reported, never silently dropped.
       reportError(
@@ -294,7 +308,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
    */
   const logEndOf = (key: SessionKey): number => {
     try {
-      return eventLog.lastSeq({}, key);
+      return eventLog.lastSeq(noStoreContext, key);
     } catch {
       return 0;
     }
@@ -304,6 +318,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const register = <TOutput>(init: {
     ownerId: string;
     sessionId: string;
+    /** The session's frozen key (its host's, or the parent run's). */
+    sessionKey: SessionKey;
     agent: Agent<unknown, TOutput>;
     input: unknown;
     runId: string;
@@ -318,12 +334,13 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       runId: init.runId,
       ownerId: init.ownerId,
       sessionId: init.sessionId,
+      sessionKey: init.sessionKey,
       parentRunId: init.parentRunId,
       agent: init.agent,
       input: init.input,
       strategy: init.strategy ?? 'enqueue',
       graceMs: init.graceMs ?? 5_000,
-      logFloor: logEndOf(init),
+      logFloor: logEndOf(init.sessionKey),
       itemIds: init.itemIds,
     });
     executors.set(init.runId, run);
@@ -372,6 +389,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       const [child, handle] = register({
         ownerId: parent.ownerId,
         sessionId: parent.sessionId,
+        sessionKey: parent.sessionKey,
         agent,
         input,
         runId,
@@ -585,6 +603,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       const [run, handle] = register<TOutput>({
         ownerId,
         sessionId,
+        sessionKey: host.key,
         agent: prepareOptions.agent,
         input: prepareOptions.input,
         runId,
