@@ -16,7 +16,7 @@ export const timelineViewerLabelScript = String.raw`
   function display(actor, state) {
     if (actor.kind === 'session') {
       if (state === 'idle') return 'idle';
-      return state.indexOf('active.interrupting') === 0 ? 'interrupting' : 'busy';
+      return state === 'interrupting' ? 'interrupting' : 'busy';
     }
     if (actor.kind === 'turn-loop') {
       var region = state.split('.')[0];

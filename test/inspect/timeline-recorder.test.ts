@@ -38,9 +38,9 @@ describe('createTimelineRecorder', () => {
     // a free slot admits in the same step as the start, and is idle again when its run settles.
     expect(pathOf(all, 'alice/chat-1')).toEqual([
       [0, null, 'idle', 'xstate.init', null],
-      [10, 'idle', 'active.running', 'session.start', null],
+      [10, 'idle', 'active', 'session.start', null],
       // The run's child actor id (recycled per session), not its run id: machines/child-ids.ts.
-      [210, 'active.running', 'idle', 'xstate.done.actor.c0', null],
+      [210, 'active', 'idle', 'xstate.done.actor.c0', null],
     ]);
     expect(all.filter((t) => t.actor === 'run').every((t) => t.parentId === 'alice/chat-1')).toBe(
       true,
@@ -143,8 +143,8 @@ describe('createTimelineRecorder', () => {
     const all = transitions();
     expect(pathOf(all, 'alice/chat-1')).toContainEqual([
       50,
-      'active.running',
-      'active.running',
+      'active',
+      'active',
       'session.start',
       'preempt',
     ]);
@@ -179,18 +179,12 @@ describe('createTimelineRecorder', () => {
 
     const all = transitions();
     const session = pathOf(all, 'alice/chat-1');
-    expect(session).toContainEqual([
-      10,
-      'active.running',
-      'active.interrupting',
-      'session.start',
-      'interrupt',
-    ]);
+    expect(session).toContainEqual([10, 'active', 'interrupting', 'session.start', 'interrupt']);
     expect(session).toContainEqual([
       60,
-      'active.interrupting',
-      'active.running',
-      'xstate.after.grace.session.active.interrupting',
+      'interrupting',
+      'active',
+      'xstate.after.grace.session.interrupting',
       'escalation',
     ]);
     expect(pathOf(all, 'i1').slice(2)).toEqual([
