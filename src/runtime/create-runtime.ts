@@ -17,7 +17,7 @@ import { terminalRunStatuses } from '../../machines/run.types.js';
 import { sessionMachine } from '../../machines/session.machine.js';
 import { createAgentServices } from '../agent/agent-services.js';
 import { ApprovalBroker } from '../agent/approvals.js';
-import { systemClock, unrefTimer } from '../clock.js';
+import { systemClock } from '../clock.js';
 import {
   InvalidArgumentError,
   isCancellation,
@@ -49,6 +49,7 @@ import type { Session } from '../session/session.js';
 import { createMemorySessionStore } from '../stores/memory-session-store.js';
 import { parseOptions } from '../validation.js';
 import { RunSlots } from './run-slots.js';
+import { SessionEviction } from './session-eviction.js';
 import {
   approvalSchema,
   defaultMaxQueuedRuns,
@@ -229,39 +230,17 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     return host;
   };
 
-  /**
-   * Notes activity in a session (a prepare, a settlement) and makes sure its eviction timer is
-   * armed. One timer per session, not one per run: when it fires, a session idle for
-   * `sessionIdleTtlMs` since its last activity (and with no run left) is stopped; an idle one
-   * that was active since is given the rest; a busy one is left alone until its next activity
-   * arms the timer again.
-   */
-  function touch(host: SessionHost): void {
-    host.touchedAt = clock.now();
-    if (host.evictionTimer === undefined) armEviction(host, sessionIdleTtlMs);
-  }
-
-  function armEviction(host: SessionHost, delayMs: number): void {
-    if (shuttingDown()) return;
-    host.evictionTimer = clock.setTimeout(() => {
-      host.evictionTimer = undefined;
-      if (!host.idle) return;
-      const idleForMs = clock.now() - host.touchedAt;
-      if (idleForMs < sessionIdleTtlMs) armEviction(host, sessionIdleTtlMs - idleForMs);
-      else {
-        host.actor.stop();
-        sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
-      }
-    }, delayMs);
-    // Housekeeping never keeps the process alive on its own.
-    unrefTimer(host.evictionTimer);
-  }
-
-  function disarmEviction(host: SessionHost): void {
-    if (host.evictionTimer === undefined) return;
-    clock.clearTimeout(host.evictionTimer);
-    host.evictionTimer = undefined;
-  }
+  /** Stops sessions idle for `sessionIdleTtlMs` (one timer for all of them). */
+  const eviction = new SessionEviction(clock, sessionIdleTtlMs, {
+    evict(session) {
+      const host = session as SessionHost;
+      host.actor.stop();
+      sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
+    },
+    // A runtime that shuts down arms no timer: it stops every session itself.
+    canArm: () => !shuttingDown(),
+  });
+  const touch = (host: SessionHost): void => eviction.touch(host);
 
   // Listeners are called in a microtask, in log order, never inside an actor's transition: a
   // listener that cancels or starts runs cannot re-enter a run mid-step.
@@ -524,10 +503,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           }
         },
         stopSessions: () => {
-          for (const host of sessions.values()) {
-            disarmEviction(host);
-            host.actor.stop();
-          }
+          eviction.stop();
+          for (const host of sessions.values()) host.actor.stop();
           sessions.clear();
         },
       },
