@@ -3,7 +3,8 @@
  * the bare XState machine doing the same run: the lifecycle workload of side-by-side.bench.ts
  * (prepare → start → termination, a new session every 10 runs), per run:
  * - XState macrosteps (events processed) and microsteps, by actor (session, run, other);
- * - actions executed (custom and built-in, by type) and assigns resolved (by name);
+ * - actions executed (custom and built-in, by type) and assigns resolved (by name; the
+ *   `updateContext` ones of machines/context-update.ts listed beside them);
  * - actors created, promises and other async resources created, timers armed, events logged;
  * - heap bytes allocated (in all, and runplane's by phase: prepare, start, to settled), and CPU
  *   time.
@@ -130,6 +131,17 @@ type BuiltinAction = ((...args: unknown[]) => unknown) & {
   resolve: (...args: unknown[]) => unknown;
 };
 
+/**
+ * The built-ins counted, by kind: XState's `assign` (which rebuilds the snapshot) and
+ * `enqueueActions`, and machines/context-update.ts's `updateContext` (which sets context fields
+ * as `assign` does, keeping the snapshot's state value and tags).
+ */
+const builtinKinds: Readonly<Record<string, string>> = {
+  'xstate.assign': 'assign',
+  'xstate.enqueueActions': 'enqueueActions',
+  'runplane.updateContext': 'updateContext',
+};
+
 const isBuiltin = (action: unknown): action is BuiltinAction =>
   typeof action === 'function' && 'resolve' in action && 'type' in action;
 
@@ -144,8 +156,8 @@ function countBuiltins(into: Tally, counting: () => boolean): () => void {
     const actions = machine.implementations.actions as Record<string, unknown>;
     for (const [name, action] of Object.entries(actions)) {
       if (!isBuiltin(action)) continue;
-      if (action.type !== 'xstate.assign' && action.type !== 'xstate.enqueueActions') continue;
-      const kind = action.type === 'xstate.assign' ? 'assign' : 'enqueueActions';
+      const kind = builtinKinds[action.type];
+      if (kind === undefined) continue;
       const key = `${machine.id}.${kind}.${name}`;
       const original = action.resolve;
       const wrapped = Object.assign(function counted() {}, action, {
@@ -231,7 +243,7 @@ async function countedPass(make: (hooks: Hooks) => Peer, runs: number, warmup: n
     /** Actions XState executed (custom ones and built-ins that act: sendTo, spawnChild, …). */
     actionsExecuted: total(actions),
     actions: actions.perRun(runs),
-    /** Named assign and enqueueActions resolutions, which the inspector never sees. */
+    /** Named assign, updateContext and enqueueActions resolutions, which the inspector never sees. */
     assigns: round(
       [...builtins.counts].filter(([k]) => k.includes('.assign.')).reduce((s, [, n]) => s + n, 0) /
         runs,

@@ -67,7 +67,7 @@ export interface RunMachineContext {
   /** Absolute time (clock ms) of the total deadline, set by `run.start`. */
   readonly deadlineAt: number | undefined;
   /**
-   * The merge of every cancel request so far (pending while RUNNING.cancelling). A request that
+   * The merge of every cancel request so far (pending while in `cancelling`). A request that
    * changes nothing leaves the very same object, so a caller tells `contributed` by identity.
    */
   readonly cancel: CancelRequest | undefined;

@@ -138,6 +138,20 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
   let lastKeyObject: SessionKey | undefined;
   let lastKeyString = '';
 
+  /**
+   * The string of `key`. The runtime logs a session's events under one frozen key object: its
+   * string is built once for a run of calls with it.
+   */
+  const stringOf = (key: SessionKey): string => {
+    if (key === lastKeyObject) return lastKeyString;
+    const k = keyOf(key);
+    if (Object.isFrozen(key)) {
+      lastKeyObject = key;
+      lastKeyString = k;
+    }
+    return k;
+  };
+
   const unlink = (log: SessionLog) => {
     if (log.older === undefined) oldest = log.newer;
     else log.older.newer = log.newer;
@@ -248,17 +262,7 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
 
   return {
     append(_ctx: StoreContext, key: SessionKey, event: NewEvent): RunplaneEvent {
-      // The runtime logs a run's events under one frozen key object: its string is built once.
-      let k: string;
-      if (key === lastKeyObject) k = lastKeyString;
-      else {
-        k = keyOf(key);
-        if (Object.isFrozen(key)) {
-          lastKeyObject = key;
-          lastKeyString = k;
-        }
-      }
-      const log = logOf(k);
+      const log = logOf(stringOf(key));
       if (log !== newest) {
         // Move to the most recently written end.
         unlink(log);
@@ -314,12 +318,12 @@ export function createMemoryEventLog(options: MemoryEventLogOptions = {}): Event
     },
 
     hasRun(_ctx, key, runId) {
-      const k = keyOf(key);
+      const k = stringOf(key);
       return logs.get(k)?.runs.has(runId) === true || droppedRuns.has(k + runId);
     },
 
     lastSeq(_ctx, key) {
-      const k = keyOf(key);
+      const k = stringOf(key);
       return logs.get(k)?.lastSeq ?? lastSeqs.get(k) ?? 0;
     },
   };

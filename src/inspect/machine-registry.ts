@@ -28,7 +28,7 @@ export const registeredMachines: readonly RegisteredMachine[] = [
     machine: runMachine,
     source: 'machines/run.machine.ts',
     summary:
-      'One execution of an agent: CREATED → QUEUED → RUNNING → COMPLETED | FAILED | CANCELLED, with safe-point cancels (RUNNING.cancelling) and the unwinding of a cancelled agent.',
+      'One execution of an agent: CREATED → QUEUED → RUNNING → COMPLETED | FAILED | CANCELLED, with safe-point cancels (cancelling, status RUNNING) and the unwinding of a cancelled agent.',
   },
   {
     name: 'session',

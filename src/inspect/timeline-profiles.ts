@@ -97,7 +97,7 @@ const runProfile: TimelineProfile = {
     switch (event.type) {
       case 'run.cancel': {
         // From a pending safe-point cancel straight to CANCELLED: a later immediate request won.
-        if (from === 'RUNNING.cancelling' && to.startsWith('CANCELLED')) return 'escalation';
+        if (from === 'cancelling' && to.startsWith('CANCELLED')) return 'escalation';
         const request = (event as { request?: { cause?: unknown } }).request;
         return str(request?.cause) ?? 'cancel';
       }
@@ -131,24 +131,22 @@ const sessionProfile: TimelineProfile = {
     if (event.type === 'session.start') {
       const { strategy } = event as { strategy?: unknown };
       if (strategy === 'preempt') return 'preempt';
-      if (strategy === 'interrupt' && to === 'active.interrupting' && from !== to)
-        return 'interrupt';
+      if (strategy === 'interrupt' && to === 'interrupting' && from !== to) return 'interrupt';
       return undefined;
     }
     // The interrupt strategy's grace ran out: the active run is cancelled.
-    if (from === 'active.interrupting' && event.type.startsWith('xstate.after.'))
-      return 'escalation';
+    if (from === 'interrupting' && event.type.startsWith('xstate.after.')) return 'escalation';
     return undefined;
   },
   /**
-   * The admission cycle (`waiting` ⇄ `active.running`, once per run) is left out: each run's
+   * The admission cycle (`waiting` ⇄ `active`, once per run) is left out: each run's
    * own `QUEUED → RUNNING` line (`run.admit`) records that moment, and two session lines per run
    * would be a third of a trace. Kept: the first line, entering or leaving `idle` or
-   * `active.interrupting`, and every step with a cause.
+   * `interrupting`, and every step with a cause.
    */
   keep({ from, to }, cause) {
     if (cause !== undefined || from === null) return true;
-    const marked = (state: string) => state === 'idle' || state === 'active.interrupting';
+    const marked = (state: string) => state === 'idle' || state === 'interrupting';
     return marked(from) || marked(to);
   },
 };

@@ -41,7 +41,7 @@ interface InspectedMachineSnapshot {
 }
 
 /**
- * A state value as a dotted path: `'QUEUED'`, `{ RUNNING: 'cancelling' }` → `'RUNNING.cancelling'`;
+ * A state value as a dotted path: `'QUEUED'`, `{ CANCELLED: 'unwinding' }` → `'CANCELLED.unwinding'`;
  * regions of a parallel state are joined with `,`.
  *
  * @param value - an XState state value

@@ -10,7 +10,7 @@
  *   `checkpointId`, else `turn-loop-<n>`); a loop's `parentId` is its session key;
  * - `parentId`: for a top-level run its session key (runs are root actors, not XState children,
  *   see README "Design notes"); for a nested run its parent run id; `null` for a session;
- * - `from` / `to`: state paths joined with dots (`QUEUED`, `RUNNING.cancelling`,
+ * - `from` / `to`: state paths joined with dots (`QUEUED`, `CANCELLED.unwinding`,
  *   `CANCELLED.unwinding`); `from` is `null` on the actor's first line;
  * - `event`: the XState event type that caused it (`run.cancel`, `xstate.init`, …);
  * - `cause`: why, when the event alone does not say it: `cancel | preempt | timeout | signal |

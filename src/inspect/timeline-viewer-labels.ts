@@ -16,14 +16,14 @@ export const timelineViewerLabelScript = String.raw`
   function display(actor, state) {
     if (actor.kind === 'session') {
       if (state === 'idle') return 'idle';
-      return state.indexOf('active.interrupting') === 0 ? 'interrupting' : 'busy';
+      return state === 'interrupting' ? 'interrupting' : 'busy';
     }
     if (actor.kind === 'turn-loop') {
       var region = state.split('.')[0];
       return /^turn-/.test(region) ? 'loop-turn' : LOOP_LOOKS[region] || 'other';
     }
     if (actor.kind === 'run') {
-      if (state === 'RUNNING.cancelling') return 'cancelling';
+      if (state === 'cancelling') return 'cancelling';
       if (state === 'CANCELLED.unwinding') return 'unwinding';
       if (state === 'CANCELLED.abandoned') return 'abandoned';
       var top = state.split('.')[0];

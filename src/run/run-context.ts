@@ -151,7 +151,9 @@ export function createRunContext(run: RunContextHost): RunContext {
     suspend(request, state) {
       return run.suspendRun(checkedJson(request, 'request'), checkedJson(state, 'state'));
     },
-    spawn: (agent, input, options) => run.spawnNested(agent, input, options),
+    spawn(agent, input, options) {
+      return run.spawnNested(agent, input, options);
+    },
   };
   Object.defineProperty(ctx, hostKey, { value: run });
   for (const [name, descriptor] of liveFields) Object.defineProperty(ctx, name, descriptor);

@@ -81,6 +81,11 @@ export interface RunExecutorInit {
   readonly input: unknown;
   readonly strategy: SessionStrategy;
   readonly graceMs: number;
+  /**
+   * `{ ownerId, sessionId }`, frozen, shared by every run of the session: the in-memory log builds
+   * the key's string once for a run of appends under one key object.
+   */
+  readonly sessionKey: SessionKey;
   /** The session log's last seq when the run was prepared: none of its events lie at or before it. */
   readonly logFloor: number;
   /** A TurnLoop turn's consumed item ids, logged on `session.run_started` (`item_ids`). */
@@ -101,7 +106,7 @@ export class RunExecutor implements RunContextHost {
   readonly ownerId: string;
   readonly sessionId: string;
   readonly parentRunId: string | undefined;
-  /** `{ ownerId, sessionId }`, frozen: one object for every event the run logs. */
+  /** `{ ownerId, sessionId }`, frozen, shared by the session's runs (see {@link RunExecutorInit}). */
   readonly sessionKey: SessionKey;
   readonly strategy: SessionStrategy;
   readonly graceMs: number;
@@ -143,7 +148,7 @@ export class RunExecutor implements RunContextHost {
     this.id = init.runId;
     this.ownerId = init.ownerId;
     this.sessionId = init.sessionId;
-    this.sessionKey = Object.freeze({ ownerId: init.ownerId, sessionId: init.sessionId });
+    this.sessionKey = init.sessionKey;
     this.parentRunId = init.parentRunId;
     this.strategy = init.strategy;
     this.graceMs = init.graceMs;
@@ -426,7 +431,7 @@ export class RunExecutor implements RunContextHost {
     if (state !== undefined) this.safePointState = state;
     this.host.telemetry.noted(this, 'safe_point', { 'runplane.safe_point.kind': kind });
     const context = this.#context();
-    // Only a pending safe-point cancel (RUNNING.cancelling) reacts to a safe point: with none
+    // Only a pending safe-point cancel (state `cancelling`) reacts to a safe point: with none
     // pending the event would be a no-op macrostep, and agents reach safe points often.
     if (context?.status === 'RUNNING' && context.cancel !== undefined) {
       this.send({ type: 'run.safe_point', kind });

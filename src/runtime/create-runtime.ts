@@ -17,7 +17,7 @@ import { terminalRunStatuses } from '../../machines/run.types.js';
 import { sessionMachine } from '../../machines/session.machine.js';
 import { createAgentServices } from '../agent/agent-services.js';
 import { ApprovalBroker } from '../agent/approvals.js';
-import { systemClock, unrefTimer } from '../clock.js';
+import { systemClock } from '../clock.js';
 import {
   InvalidArgumentError,
   isCancellation,
@@ -25,7 +25,12 @@ import {
   SessionQueueFullError,
   ShuttingDownError,
 } from '../errors.js';
-import { toSessionKeyString, type RunplaneEvent, type SessionKey } from '../events/event-log.js';
+import {
+  toSessionKeyString,
+  type RunplaneEvent,
+  type SessionKey,
+  type StoreContext,
+} from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { guardInspect } from '../guard-inspect.js';
 import { setInspectorOf } from './runtime-inspector.js';
@@ -44,6 +49,7 @@ import type { Session } from '../session/session.js';
 import { createMemorySessionStore } from '../stores/memory-session-store.js';
 import { parseOptions } from '../validation.js';
 import { RunSlots } from './run-slots.js';
+import { SessionEviction } from './session-eviction.js';
 import {
   approvalSchema,
   defaultMaxQueuedRuns,
@@ -62,6 +68,9 @@ export type { PrepareOptions, RuntimeOptions } from './runtime-options.js';
 export type { RunRegistry, Runtime } from './runtime-types.js';
 
 const keyOf = (ownerId: string, sessionId: string) => toSessionKeyString({ ownerId, sessionId });
+
+/** The store context of the runtime's own appends: no signal (one object, not one per event). */
+const noStoreContext: StoreContext = Object.freeze({});
 
 const shutdownRequest = (reason: string): CancelRequest => ({
   mode: CancelMode.Immediate,
@@ -208,7 +217,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     let host = sessions.get(key);
     if (host === undefined) {
       host = new SessionHost(
-        { ownerId, sessionId },
+        // Frozen, and shared by the session's runs (RunExecutor.sessionKey).
+        Object.freeze({ ownerId, sessionId }),
         boundSessionMachine,
         maxQueuedRuns,
         { clock, inspect },
@@ -220,39 +230,17 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     return host;
   };
 
-  /**
-   * Notes activity in a session (a prepare, a settlement) and makes sure its eviction timer is
-   * armed. One timer per session, not one per run: when it fires, a session idle for
-   * `sessionIdleTtlMs` since its last activity (and with no run left) is stopped; an idle one
-   * that was active since is given the rest; a busy one is left alone until its next activity
-   * arms the timer again.
-   */
-  function touch(host: SessionHost): void {
-    host.touchedAt = clock.now();
-    if (host.evictionTimer === undefined) armEviction(host, sessionIdleTtlMs);
-  }
-
-  function armEviction(host: SessionHost, delayMs: number): void {
-    if (shuttingDown()) return;
-    host.evictionTimer = clock.setTimeout(() => {
-      host.evictionTimer = undefined;
-      if (!host.idle) return;
-      const idleForMs = clock.now() - host.touchedAt;
-      if (idleForMs < sessionIdleTtlMs) armEviction(host, sessionIdleTtlMs - idleForMs);
-      else {
-        host.actor.stop();
-        sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
-      }
-    }, delayMs);
-    // Housekeeping never keeps the process alive on its own.
-    unrefTimer(host.evictionTimer);
-  }
-
-  function disarmEviction(host: SessionHost): void {
-    if (host.evictionTimer === undefined) return;
-    clock.clearTimeout(host.evictionTimer);
-    host.evictionTimer = undefined;
-  }
+  /** Stops sessions idle for `sessionIdleTtlMs` (one timer for all of them). */
+  const eviction = new SessionEviction(clock, sessionIdleTtlMs, {
+    evict(session) {
+      const host = session as SessionHost;
+      host.actor.stop();
+      sessions.delete(keyOf(host.key.ownerId, host.key.sessionId));
+    },
+    // A runtime that shuts down arms no timer: it stops every session itself.
+    canArm: () => !shuttingDown(),
+  });
+  const touch = (host: SessionHost): void => eviction.touch(host);
 
   // Listeners are called in a microtask, in log order, never inside an actor's transition: a
   // listener that cancels or starts runs cannot re-enter a run mid-step.
@@ -273,7 +261,12 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     const key = run.sessionKey;
     let event: RunplaneEvent;
     try {
-      event = eventLog.append({}, key, { runId: run.id, type, payload, at: clock.now() });
+      event = eventLog.append(noStoreContext, key, {
+        runId: run.id,
+        type,
+        payload,
+        at: clock.now(),
+      });
     } catch (error) {
       // The run's lifecycle goes on; the lost event is reported, never silently dropped.
       reportError(
@@ -294,7 +287,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
    */
   const logEndOf = (key: SessionKey): number => {
     try {
-      return eventLog.lastSeq({}, key);
+      return eventLog.lastSeq(noStoreContext, key);
     } catch {
       return 0;
     }
@@ -304,6 +297,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   const register = <TOutput>(init: {
     ownerId: string;
     sessionId: string;
+    /** The session's frozen key (its host's, or the parent run's). */
+    sessionKey: SessionKey;
     agent: Agent<unknown, TOutput>;
     input: unknown;
     runId: string;
@@ -318,12 +313,13 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       runId: init.runId,
       ownerId: init.ownerId,
       sessionId: init.sessionId,
+      sessionKey: init.sessionKey,
       parentRunId: init.parentRunId,
       agent: init.agent,
       input: init.input,
       strategy: init.strategy ?? 'enqueue',
       graceMs: init.graceMs ?? 5_000,
-      logFloor: logEndOf(init),
+      logFloor: logEndOf(init.sessionKey),
       itemIds: init.itemIds,
     });
     executors.set(init.runId, run);
@@ -372,6 +368,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       const [child, handle] = register({
         ownerId: parent.ownerId,
         sessionId: parent.sessionId,
+        sessionKey: parent.sessionKey,
         agent,
         input,
         runId,
@@ -506,10 +503,8 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           }
         },
         stopSessions: () => {
-          for (const host of sessions.values()) {
-            disarmEviction(host);
-            host.actor.stop();
-          }
+          eviction.stop();
+          for (const host of sessions.values()) host.actor.stop();
           sessions.clear();
         },
       },
@@ -585,6 +580,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
       const [run, handle] = register<TOutput>({
         ownerId,
         sessionId,
+        sessionKey: host.key,
         agent: prepareOptions.agent,
         input: prepareOptions.input,
         runId,

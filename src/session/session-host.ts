@@ -8,17 +8,20 @@ import { runSystemId } from '../../machines/run.machine.js';
 import type { sessionMachine } from '../../machines/session.machine.js';
 import type { SessionKey } from '../events/event-log.js';
 import type { SlotWaiter } from '../runtime/run-slots.js';
+import type { EvictableSession } from '../runtime/session-eviction.js';
 
 /** The session machine with the runtime's actors and actions provided. */
 export type BoundSessionMachine = typeof sessionMachine;
 
 /** @internal A session's root actor (the parent of its runs) and its bookkeeping. */
-export class SessionHost implements SlotWaiter {
+export class SessionHost implements SlotWaiter, EvictableSession {
   readonly actor: Actor<BoundSessionMachine>;
-  /** Clock handle of the pending idle eviction, if any. */
-  evictionTimer: unknown;
-  /** Clock time (ms) of the session's latest prepare or settlement. */
+  /** Clock time (ms) of the session's latest prepare, start or settlement. */
   touchedAt = 0;
+  // The runtime's eviction order (src/runtime/session-eviction.ts).
+  older: EvictableSession | undefined;
+  newer: EvictableSession | undefined;
+  listed = false;
 
   constructor(
     readonly key: SessionKey,

@@ -82,7 +82,7 @@ export interface PathOptions<TLogic extends AnyActorLogic> {
   readonly input?: InputFrom<TLogic>;
   /** Traversal bound: the most states to visit before giving up with an error. @default 10_000 */
   readonly limit?: number;
-  /** A state's name in path names. @default its state value, dotted (`RUNNING.working`) */
+  /** A state's name in path names. @default its state value, dotted (`CANCELLED.unwinding`) */
   readonly describeState?: (snapshot: SnapshotFrom<TLogic>) => string;
   /** An event's name in path names. @default its `type` */
   readonly describeEvent?: (event: EventFromLogic<TLogic>) => string;
@@ -149,8 +149,8 @@ export class PathMismatchError extends Error {
 }
 
 /**
- * Flattens a state value into dotted paths of every active state node: `{ RUNNING: 'working' }`
- * → `['RUNNING', 'RUNNING.working']`.
+ * Flattens a state value into dotted paths of every active state node: `{ CANCELLED: 'unwinding' }`
+ * → `['CANCELLED', 'CANCELLED.unwinding']`.
  *
  * @remarks Parallel regions are all listed (`{ loop: 'idle', stop: 'open' }` →
  * `['loop', 'loop.idle', 'stop', 'stop.open']`); the paths match `stateNode.path.join('.')`.

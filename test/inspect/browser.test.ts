@@ -161,7 +161,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
       status: 'COMPLETED',
       cause: 'interrupted',
       // Each session's first run is admitted as it starts: CREATED → RUNNING in one step.
-      states: ['CREATED', 'RUNNING.working', 'COMPLETED'],
+      states: ['CREATED', 'RUNNING', 'COMPLETED'],
       markers: ['interrupt'],
     });
     expect(lanes.cancelled).toMatchObject({
@@ -172,25 +172,13 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
     });
     expect(lanes.preempted).toMatchObject({
       status: 'CANCELLED',
-      states: [
-        'CREATED',
-        'RUNNING.working',
-        'RUNNING.cancelling',
-        'CANCELLED.unwinding',
-        'CANCELLED.settled',
-      ],
+      states: ['CREATED', 'RUNNING', 'cancelling', 'CANCELLED.unwinding', 'CANCELLED.settled'],
       markers: ['preempt'],
     });
     expect(lanes.urgent).toMatchObject({ status: 'COMPLETED', markers: [] });
     expect(lanes.stubborn).toMatchObject({
       status: 'CANCELLED',
-      states: [
-        'CREATED',
-        'RUNNING.working',
-        'RUNNING.cancelling',
-        'CANCELLED.unwinding',
-        'CANCELLED.settled',
-      ],
+      states: ['CREATED', 'RUNNING', 'cancelling', 'CANCELLED.unwinding', 'CANCELLED.settled'],
       markers: ['cancel', 'escalation'],
     });
     expect(lanes['alice/chat-2']).toMatchObject({ actor: 'session', markers: ['preempt'] });
@@ -200,8 +188,8 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
       (await page
         .locator(`.lane[data-lane-id="${lane}"] .seg[data-state="${state}"]`)
         .boundingBox())!;
-    const working = await box('preempted', 'RUNNING.working');
-    const cancelling = await box('preempted', 'RUNNING.cancelling');
+    const working = await box('preempted', 'RUNNING');
+    const cancelling = await box('preempted', 'cancelling');
     expect(working.width / cancelling.width).toBeCloseTo(5, 0);
     expect(cancelling.x).toBeCloseTo(working.x + working.width, 0);
 
@@ -212,7 +200,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
     const tip = await tooltip.textContent();
     expect(tip).toContain('PREEMPT');
     expect(tip).toContain('run preempted');
-    expect(tip).toContain('RUNNING.working → RUNNING.cancelling');
+    expect(tip).toContain('RUNNING → cancelling');
     await page.hover('.lane[data-lane-id="cancelled"] .seg[data-state="QUEUED"]');
     await expect.poll(() => tooltip.textContent()).toContain('state    QUEUED');
     expect(await tooltip.textContent()).toContain('lasted   50 ms');
@@ -221,7 +209,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
 
     // Zoom: twice the pixels per millisecond.
     await page.click('#zoom-in');
-    const zoomed = await box('preempted', 'RUNNING.cancelling');
+    const zoomed = await box('preempted', 'cancelling');
     expect(zoomed.width / cancelling.width).toBeCloseTo(2, 1);
 
     await page.screenshot({ path: join(artifacts, 'timeline-zoomed.png'), fullPage: true });
@@ -391,7 +379,7 @@ describe.skipIf(skip)('viewer pages in headless Chromium', () => {
       });
       bobs.start();
       alices.start();
-      await page.waitForSelector('.lane[data-lane-id="alice-run"][data-state="RUNNING.working"]');
+      await page.waitForSelector('.lane[data-lane-id="alice-run"][data-state="RUNNING"]');
       for (let i = 0; i < 3; i++) {
         await tick();
         clock.increment(10);

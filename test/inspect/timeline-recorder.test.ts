@@ -31,16 +31,16 @@ describe('createTimelineRecorder', () => {
     expect(pathOf(all, 'r1')).toEqual([
       [0, null, 'CREATED', 'xstate.init', null],
       // Started into an idle session: admitted in the same step, QUEUED is passed within it.
-      [10, 'CREATED', 'RUNNING.working', 'run.start', null],
-      [210, 'RUNNING.working', 'COMPLETED', 'agent.done', null],
+      [10, 'CREATED', 'RUNNING', 'run.start', null],
+      [210, 'RUNNING', 'COMPLETED', 'agent.done', null],
     ]);
     // The session actor exists from the run's prepare (it spawns the run); an idle session with
     // a free slot admits in the same step as the start, and is idle again when its run settles.
     expect(pathOf(all, 'alice/chat-1')).toEqual([
       [0, null, 'idle', 'xstate.init', null],
-      [10, 'idle', 'active.running', 'session.start', null],
+      [10, 'idle', 'active', 'session.start', null],
       // The run's child actor id (recycled per session), not its run id: machines/child-ids.ts.
-      [210, 'active.running', 'idle', 'xstate.done.actor.c0', null],
+      [210, 'active', 'idle', 'xstate.done.actor.c0', null],
     ]);
     expect(all.filter((t) => t.actor === 'run').every((t) => t.parentId === 'alice/chat-1')).toBe(
       true,
@@ -92,9 +92,9 @@ describe('createTimelineRecorder', () => {
 
     const all = transitions();
     expect(pathOf(all, 'a').slice(1)).toEqual([
-      [0, 'CREATED', 'RUNNING.working', 'run.start', null],
-      [150, 'RUNNING.working', 'RUNNING.working', 'run.interrupt', 'interrupt'],
-      [200, 'RUNNING.working', 'COMPLETED', 'agent.done', 'interrupted'],
+      [0, 'CREATED', 'RUNNING', 'run.start', null],
+      [150, 'RUNNING', 'RUNNING', 'run.interrupt', 'interrupt'],
+      [200, 'RUNNING', 'COMPLETED', 'agent.done', 'interrupted'],
     ]);
     expect(pathOf(all, 'b').slice(2)).toEqual([
       [50, 'QUEUED', 'CANCELLED.settled', 'run.cancel', 'cancel'],
@@ -103,9 +103,9 @@ describe('createTimelineRecorder', () => {
       [150, 'QUEUED', 'CANCELLED.settled', 'run.deadline', 'timeout'],
     ]);
     expect(pathOf(all, 'd').slice(2)).toEqual([
-      [200, 'QUEUED', 'RUNNING.working', 'run.admit', null],
-      [210, 'RUNNING.working', 'RUNNING.cancelling', 'run.cancel', 'cancel'],
-      [310, 'RUNNING.cancelling', 'CANCELLED.unwinding', 'run.cancel_deadline', 'escalation'],
+      [200, 'QUEUED', 'RUNNING', 'run.admit', null],
+      [210, 'RUNNING', 'cancelling', 'run.cancel', 'cancel'],
+      [310, 'cancelling', 'CANCELLED.unwinding', 'run.cancel_deadline', 'escalation'],
       [310, 'CANCELLED.unwinding', 'CANCELLED.settled', 'agent.done', null],
     ]);
   });
@@ -143,8 +143,8 @@ describe('createTimelineRecorder', () => {
     const all = transitions();
     expect(pathOf(all, 'alice/chat-1')).toContainEqual([
       50,
-      'active.running',
-      'active.running',
+      'active',
+      'active',
       'session.start',
       'preempt',
     ]);
@@ -152,17 +152,11 @@ describe('createTimelineRecorder', () => {
       [50, 'QUEUED', 'CANCELLED.settled', 'run.cancel', 'preempt'],
     ]);
     expect(pathOf(all, 'p1').slice(2)).toEqual([
-      [50, 'RUNNING.working', 'RUNNING.cancelling', 'run.cancel', 'preempt'],
-      [100, 'RUNNING.cancelling', 'CANCELLED.unwinding', 'run.safe_point', 'preempt'],
+      [50, 'RUNNING', 'cancelling', 'run.cancel', 'preempt'],
+      [100, 'cancelling', 'CANCELLED.unwinding', 'run.safe_point', 'preempt'],
       [100, 'CANCELLED.unwinding', 'CANCELLED.settled', 'agent.error', null],
     ]);
-    expect(pathOf(all, 'p3').at(-1)).toEqual([
-      110,
-      'RUNNING.working',
-      'COMPLETED',
-      'agent.done',
-      null,
-    ]);
+    expect(pathOf(all, 'p3').at(-1)).toEqual([110, 'RUNNING', 'COMPLETED', 'agent.done', null]);
   });
 
   it('records the interrupt strategy: the session interrupts, then cancels after its grace', async () => {
@@ -185,23 +179,17 @@ describe('createTimelineRecorder', () => {
 
     const all = transitions();
     const session = pathOf(all, 'alice/chat-1');
-    expect(session).toContainEqual([
-      10,
-      'active.running',
-      'active.interrupting',
-      'session.start',
-      'interrupt',
-    ]);
+    expect(session).toContainEqual([10, 'active', 'interrupting', 'session.start', 'interrupt']);
     expect(session).toContainEqual([
       60,
-      'active.interrupting',
-      'active.running',
-      'xstate.after.grace.session.active.interrupting',
+      'interrupting',
+      'active',
+      'xstate.after.grace.session.interrupting',
       'escalation',
     ]);
     expect(pathOf(all, 'i1').slice(2)).toEqual([
-      [10, 'RUNNING.working', 'RUNNING.working', 'run.interrupt', 'interrupt'],
-      [60, 'RUNNING.working', 'CANCELLED.unwinding', 'run.cancel', 'cancel'],
+      [10, 'RUNNING', 'RUNNING', 'run.interrupt', 'interrupt'],
+      [60, 'RUNNING', 'CANCELLED.unwinding', 'run.cancel', 'cancel'],
       [60, 'CANCELLED.unwinding', 'CANCELLED.settled', 'agent.done', null],
     ]);
   });
@@ -223,7 +211,7 @@ describe('createTimelineRecorder', () => {
 
     const child = transitions().filter((t) => t.id === childId);
     // A nested run bypasses the session: CREATED → QUEUED → RUNNING in one step.
-    expect(child.map((t) => t.to)).toEqual(['CREATED', 'RUNNING.working', 'COMPLETED']);
+    expect(child.map((t) => t.to)).toEqual(['CREATED', 'RUNNING', 'COMPLETED']);
     expect(child.every((t) => t.parentId === 'parent')).toBe(true);
     const childLines = trace()
       .split('\n')
@@ -297,7 +285,7 @@ describe('createTimelineRecorder', () => {
     expect(written.every((chunk) => chunk.endsWith('}\n'))).toBe(true);
     expect(parseTimelineTrace(written.join('')).map((t) => [t.actor, t.to])).toEqual([
       ['run', 'CREATED'],
-      ['run', 'RUNNING.working'],
+      ['run', 'RUNNING'],
       ['run', 'COMPLETED'],
     ]);
     expect(recorder.count).toBe(3);

@@ -126,13 +126,13 @@ describe('toMermaidStateDiagram', () => {
       '  RUNNING --> settled : agent.done [noNestedRuns]<br/>agent.error [noNestedRuns]\n',
     );
     expect(diagram).toContain(
-      '    RUNNING_working --> RUNNING_cancelling : run.cancel [movesDeadlineEarlier]<br/>run.cancel\n',
+      '  RUNNING --> cancelling : run.cancel [movesDeadlineEarlier]<br/>run.cancel\n',
     );
     expect(diagram).toContain(
-      '  RUNNING_cancelling --> CANCELLED_unwinding : run.cancel [escalatesToImmediate]<br/>run.safe_point [matchesSafePoint]<br/>run.cancel_deadline\n',
+      '  cancelling --> CANCELLED_unwinding : run.deadline<br/>run.cancel [escalatesToImmediate]<br/>run.safe_point [matchesSafePoint]<br/>run.cancel_deadline\n',
     );
     expect(diagram).toContain(
-      '  RUNNING_cancelling --> CANCELLED_draining : agent.error [isCancellationError]\n',
+      '  cancelling --> CANCELLED_draining : agent.error [isCancellationError]\n',
     );
     expect(diagram).toContain(
       '    CANCELLED_unwinding --> CANCELLED_draining : agent.done<br/>agent.error<br/>after unwindTimeout\n',

@@ -42,7 +42,7 @@ describe('run machine', () => {
     actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     expect(actor.getSnapshot().value).toBe('QUEUED');
     actor.send({ type: 'run.admit' });
-    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'working' });
+    expect(actor.getSnapshot().value).toEqual('RUNNING');
     actor.send({ type: 'agent.done', output: 42 });
     // The status turns terminal and, with the executor settled and no nested run, the actor
     // reaches its final state with the outcome as its output.
@@ -58,7 +58,7 @@ describe('run machine', () => {
   it('a run admitted as it starts passes QUEUED in the same step', () => {
     const { actor } = start();
     actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
-    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'working' });
+    expect(actor.getSnapshot().value).toEqual('RUNNING');
   });
 
   it('a run the session rejects is CANCELLED at once, never QUEUED', () => {
@@ -125,9 +125,9 @@ describe('run machine', () => {
     actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: false }));
-    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
+    expect(actor.getSnapshot().value).toEqual('cancelling');
     actor.send({ type: 'run.safe_point', kind: 'afterChatModel' });
-    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
+    expect(actor.getSnapshot().value).toEqual('cancelling');
     actor.send({ type: 'run.safe_point', kind: 'afterToolCalls' });
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
     expect(actor.getSnapshot().context.escalated).toBe(false);
@@ -190,7 +190,7 @@ describe('run machine', () => {
     actor.send({ type: 'run.start', at: 0, verdict: 'queued' });
     actor.send({ type: 'run.admit' });
     actor.send(cancel({ mode: CancelMode.AfterChatModel, recursive: false }));
-    expect(actor.getSnapshot().value).toEqual({ RUNNING: 'cancelling' });
+    expect(actor.getSnapshot().value).toEqual('cancelling');
     clock.increment(1_000);
     expect(actor.getSnapshot().value).toEqual({ CANCELLED: 'unwinding' });
     expect(aborts).toEqual(['timeout']);
@@ -207,7 +207,7 @@ describe('run machine', () => {
     actor.send({ type: 'run.start', at: 0, verdict: 'admitted' });
     actor.send({ type: 'run.spawn', runId: 'n1', timeoutMs: undefined, at: 0 });
     const nested = actor.system.get('run:n1') as AnyActorRef | undefined;
-    expect(snapshotOf(nested)?.value).toEqual({ RUNNING: 'working' });
+    expect(snapshotOf(nested)?.value).toEqual('RUNNING');
     actor.send({ type: 'agent.done', output: 'parent done' });
     // The parent's status is COMPLETED, but it waits for the nested run it just cancelled.
     expect(actor.getSnapshot().context.status).toBe('COMPLETED');
@@ -231,6 +231,6 @@ describe('run machine', () => {
     expect(actor.system.get('run:n2')).toBeUndefined(); // over the cap: not spawned
     actor.send(cancel({ mode: CancelMode.AfterToolCalls, recursive: true }));
     const nested = actor.system.get('run:n1') as AnyActorRef | undefined;
-    expect(snapshotOf(nested)?.value).toEqual({ RUNNING: 'cancelling' });
+    expect(snapshotOf(nested)?.value).toEqual('cancelling');
   });
 });

@@ -120,7 +120,7 @@ export function runEventIsRealizable(snapshot: RunSnapshot, event: RunMachineEve
   const top = topOf(snapshot);
   const { context } = snapshot;
   const escalationArmed =
-    snapshot.matches({ RUNNING: 'cancelling' }) && context.cancel?.deadlineAt !== undefined;
+    snapshot.matches('cancelling') && context.cancel?.deadlineAt !== undefined;
   switch (event.type) {
     case 'run.start':
       return top === 'CREATED';

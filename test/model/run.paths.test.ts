@@ -211,10 +211,10 @@ function designHandles(snapshot: RunSnapshot, event: RunMachineEvent): boolean {
       return ['run.start', 'run.cancel', 'run.interrupt'].includes(event.type);
     case 'QUEUED':
       return ['run.admit', 'run.cancel', 'run.interrupt', 'run.deadline'].includes(event.type);
-    case 'RUNNING.working':
+    case 'RUNNING':
       if (event.type === 'run.interrupt') return !context.interruptRequested; // once
       return ['run.cancel', 'agent.done', 'agent.error', 'run.deadline'].includes(event.type);
-    case 'RUNNING.cancelling':
+    case 'cancelling':
       switch (event.type) {
         case 'run.interrupt':
           return !context.interruptRequested;

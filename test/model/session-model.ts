@@ -51,7 +51,7 @@ export const UNWIND_MS = 1_000_000;
 export const MAX_QUEUED_RUNS = 32;
 export const runNames = ['a', 'b', 'c'] as const;
 const strategies: readonly SessionStrategy[] = ['enqueue', 'reject', 'interrupt', 'preempt'];
-const graceEvent = { type: 'xstate.after.grace.session.active.interrupting' } as const;
+const graceEvent = { type: 'xstate.after.grace.session.interrupting' } as const;
 
 /** The run input of a model "start x": the strategy its `start()` uses rides along. */
 export interface ModelRunInput extends RunMachineInput {
@@ -306,7 +306,7 @@ export function sessionEventIsRealizable(
       case 'session.start':
         return false; // only as the reaction to a prepare
       default:
-        return snapshot.matches({ active: 'interrupting' });
+        return snapshot.matches('interrupting');
     }
   };
 }

@@ -322,7 +322,7 @@ function designHandles(snapshot: SessionSnapshot, event: SessionModelEvent): boo
     case 'session.slot_granted':
       return snapshot.matches('waiting');
     default:
-      return snapshot.matches({ active: 'interrupting' }); // the grace timer
+      return snapshot.matches('interrupting'); // the grace timer
   }
 }
 

@@ -127,7 +127,7 @@ describe.skipIf(skipBrowser)('the live inspector at /inspect', () => {
     );
     // The window starts where the recent activity does: the running lane is no sliver.
     const running = await page
-      .locator(`.lane[data-lane-id="${runs.now}"] .seg[data-state="RUNNING.working"]`)
+      .locator(`.lane[data-lane-id="${runs.now}"] .seg[data-state="RUNNING"]`)
       .boundingBox();
     expect(running!.width).toBeGreaterThan(500);
     await shoot(page, 'inspect-1280-light');

@@ -454,6 +454,51 @@ describe('session admission', () => {
     const cancel = d.cancel({ mode: CancelMode.Immediate });
     expect(await cancel.outcome).toBe('cancelled');
   });
+  it('sessions share one eviction timer, and each is evicted sessionIdleTtlMs after its own last activity', async () => {
+    // Session actors as XState's inspection API sees them created: session s is the s-th.
+    const sessionActors: Array<{ getSnapshot(): { status: string } }> = [];
+    const { runtime, clock } = createTestRuntime({
+      sessionIdleTtlMs: 1_000,
+      inspect: (event) => {
+        const ref = event.actorRef as {
+          logic?: { id?: string };
+          getSnapshot(): { status: string };
+        };
+        if (event.type === '@xstate.actor' && ref.logic?.id === 'session') sessionActors.push(ref);
+      },
+    });
+    // Timers armed from now on: one per session would be 20.
+    let armed = 0;
+    const setTimeout = clock.setTimeout.bind(clock);
+    clock.setTimeout = (fn, ms) => {
+      armed++;
+      return setTimeout(fn, ms);
+    };
+    const runIn = async (sessionId: string) => {
+      const run = runtime.prepare({ ownerId: 'alice', sessionId, agent: echo, input: sessionId });
+      run.start();
+      await run.termination;
+    };
+    for (let s = 0; s < 20; s++) {
+      await runIn(`s${s}`); // session s last active at t = 10 s
+      clock.increment(10);
+    }
+    expect(armed).toBe(1);
+    expect(sessionActors).toHaveLength(20);
+    const status = (s: number) => sessionActors[s]?.getSnapshot().status;
+    clock.increment(1_000 - 200 - 1); // t = 999: s0 was active at 0
+    expect(status(0)).toBe('active');
+    clock.increment(1); // t = 1,000
+    expect(status(0)).toBe('stopped');
+    expect(status(1)).toBe('active');
+    await runIn('s1'); // t = 1,000: s1 active again
+    clock.increment(10); // t = 1,010: s2 (active at 20) is not due yet, s1 not either
+    expect([status(1), status(2)]).toEqual(['active', 'active']);
+    clock.increment(10); // t = 1,020
+    expect([status(1), status(2), status(3)]).toEqual(['active', 'stopped', 'active']);
+    clock.increment(1_000); // t = 2,020: everyone idle for at least 1,000 ms
+    expect(sessionActors.every((a) => a.getSnapshot().status === 'stopped')).toBe(true);
+  });
 });
 
 const echo: Agent<string, string> = { execute: (input) => Promise.resolve(input) };
