@@ -33,6 +33,7 @@ import { createRedisSessionPurge } from './redis-session-purge.js';
 import { createRedisSessionRecords } from './redis-session-records.js';
 import { createRedisSessionStore } from './redis-session-store.js';
 import { startSessionWatch, type SessionWatch } from './session-watch.js';
+import { checkRedisUrl, redactRedisUrl } from './redis-url.js';
 import {
   abandonSession,
   createHandoffFilter,
@@ -118,32 +119,22 @@ function withHandedOffRuns(
 const connectTimeoutMs = 5_000;
 /** Reconnect attempts a command waits through before it fails (`MaxRetriesPerRequestError`). */
 const maxRetriesPerRequest = 3;
+/** The longest wait between two reconnect attempts, in ms. */
+const maxReconnectDelayMs = 500;
 
 /** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
 async function connect(url: string): Promise<Redis> {
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    // reported below
-  }
-  if (
-    parsed === undefined ||
-    !/^rediss?:$/.test(parsed.protocol) ||
-    !/^\/?\d*$/.test(parsed.pathname)
-  ) {
-    throw new InvalidArgumentError(
-      'redis.url',
-      `expected \`redis.url\` to be redis://host:port/<db number> (or rediss://), got ${JSON.stringify(url)}`,
-    );
-  }
-  // A command fails after a few reconnect attempts (about 0.3 s), not ioredis's 20 (about 10 s):
-  // a request then answers 503 `store_unavailable` while Redis is down, and the background
-  // writers (shipper, renew, watch) retry on their own beats.
+  checkRedisUrl(url);
+  // A command fails after a few reconnect attempts, not ioredis's 20 (about 10 s), and a
+  // reconnect waits at most `maxReconnectDelayMs` (ioredis's default backoff grows to 2 s, so
+  // deep in an outage a request took up to 8 s to fail): a request then answers 503
+  // `store_unavailable` within about 2 s while Redis is down, and the background writers
+  // (shipper, renew, watch) retry on their own beats.
   const redis = new Redis(url, {
     lazyConnect: true,
     connectTimeout: connectTimeoutMs,
     maxRetriesPerRequest: maxRetriesPerRequest,
+    retryStrategy: (attempt) => Math.min(attempt * 50, maxReconnectDelayMs),
   });
   redis.on('error', () => undefined); // ioredis reconnects; leases and batches handle the gap
   try {
@@ -160,7 +151,7 @@ async function connect(url: string): Promise<Redis> {
     redis.disconnect();
     throw new RunplaneError(
       'STORE_FAILED',
-      `cannot reach Redis at ${url}: ${(error as Error).message}`,
+      `cannot reach Redis at ${redactRedisUrl(url)}: ${(error as Error).message}`,
       { cause: error },
     );
   }
@@ -341,7 +332,7 @@ export async function openRedisServeStores(
   };
 
   return {
-    banner: `cluster instance ${instanceId} on ${options.url} (lease ttl ${options.leaseTtlMs ?? 10_000} ms)`,
+    banner: `cluster instance ${instanceId} on ${redactRedisUrl(options.url)} (lease ttl ${options.leaseTtlMs ?? 10_000} ms)`,
     eventLog: Object.assign(filter.eventLog, { forget: () => undefined }),
     sessionStore: createRedisSessionStore(cluster),
     inbox: createRedisInbox(cluster),

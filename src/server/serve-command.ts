@@ -5,6 +5,7 @@
  * @module
  */
 import { parseArgs } from 'node:util';
+import { checkRedisUrl, redactRedisUrl } from '../cluster/redis-url.js';
 import { InvalidArgumentError, RunplaneError } from '../errors.js';
 import { logFormats, logLevels } from '../observability/logger.js';
 import { traceparentModes } from './serve-observability.js';
@@ -209,11 +210,16 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     );
   }
   const redisUrl = pick('redis', 'RUNPLANE_REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\/[^/?#]*(\/\d*)?([?#].*)?$/.test(redisUrl)) {
-    throw new InvalidArgumentError(
-      'redis',
-      `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis://host:port/<db number> (or rediss://) URL, got ${JSON.stringify(redisUrl)}`,
-    );
+  if (redisUrl !== undefined) {
+    // A URL without a host is refused: ioredis would take it to mean 127.0.0.1:6379.
+    try {
+      checkRedisUrl(redisUrl);
+    } catch {
+      throw new InvalidArgumentError(
+        'redis',
+        `expected \`--redis\` or RUNPLANE_REDIS_URL to be a redis://host:port/<db number> (or rediss://) URL, got ${JSON.stringify(redactRedisUrl(redisUrl))}`,
+      );
+    }
   }
   const clusterFlags = (
     ['instance-id', 'lease-ttl-ms', 'key-prefix', 'failover-max-attempts'] as const

@@ -440,6 +440,9 @@ describe('parseServeArgs', () => {
   it.each<[string[], Record<string, string>, RegExp]>([
     [['--redis', 'http://127.0.0.1:6379'], {}, /`--redis` or RUNPLANE_REDIS_URL to be a redis:/],
     [['--redis', 'redis://127.0.0.1:6379/x'], {}, /redis:\/\/host:port\/<db number>/],
+    // No host: refused, not taken as 127.0.0.1:6379 (as ioredis would); the password redacted.
+    [['--redis', 'redis://'], {}, /redis:\/\/host:port\/<db number>/],
+    [['--redis', 'redis://:S3cretPW@/0'], {}, /got "redis:\/\/:\*\*\*@\/0"/],
     [['--instance-id', 'a'], {}, /`--instance-id` only with `--redis`/],
     [['--failover-max-attempts', '2'], {}, /`--failover-max-attempts` only with `--redis`/],
     [
