@@ -168,6 +168,29 @@ describe('GET /api/sessions/:id/events/stream (SSE)', () => {
     expect(limited.status).toBe(400);
   });
 
+  it('answers 400 for a cursor past the log (a forged Last-Event-ID once got silence forever), and streams from the last seq itself', async () => {
+    t = createTestService();
+    const id = await t.createSession();
+    seed(id, 3);
+    for (const [query, headers] of [
+      ['', { 'last-event-id': '99999999' }],
+      ['?after=4', {}],
+    ] as const) {
+      const ahead = await t.request('GET', `/api/sessions/${id}/events/stream${query}`, {
+        headers,
+      });
+      expect(ahead.status).toBe(400);
+      expect(((await t.json(ahead)).error as { message: string }).message).toMatch(
+        /at most the session's last seq 3, got (99999999|4)/,
+      );
+    }
+    const atEnd = await t.request('GET', `/api/sessions/${id}/events/stream`, {
+      headers: { 'last-event-id': '3' },
+    });
+    expect(atEnd.status).toBe(200);
+    await atEnd.body?.cancel();
+  });
+
   it('filters the stream by types; ids stay the seq of each event', async () => {
     t = createTestService();
     const id = await t.createSession();

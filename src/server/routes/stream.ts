@@ -68,6 +68,21 @@ export function streamRoutes(options: StreamRoutesOptions): Hono<ServiceEnv> {
       }
       return { after, types: query.types };
     }),
+    // A cursor past the log's end would get silence forever (the log never reaches it: a
+    // forged or foreign id); every event a client saw is in the log, so its id is at most that.
+    async (c, next) => {
+      const session = c.get('session');
+      const { after } = c.req.valid('query');
+      const key = { ownerId: session.ownerId, sessionId: session.sessionId };
+      const lastSeq = after === 0 ? 0 : await access.events.lastSeq({}, key);
+      if (after > lastSeq) {
+        throw new HttpError(
+          'invalid_last_event_id',
+          `expected the cursor (after, or Last-Event-ID) to be at most the session's last seq ${lastSeq}, got ${after}`,
+        );
+      }
+      await next();
+    },
     streamQuota(options.streams),
     (c) => {
       const session = c.get('session');
