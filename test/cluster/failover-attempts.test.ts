@@ -50,6 +50,27 @@ async function kill(scene: ClusterScene, node: ClusterNode) {
   );
 }
 
+/**
+ * Kills `a` mid-run, sends the next message to `b`: the run of `a` is marked FAILED `owner_lost`
+ * (never resumed) and `b` runs only the new message.
+ */
+async function expectMarkedAfterLoss(
+  scene: ClusterScene,
+  a: ClusterNode,
+  b: ClusterNode,
+  runId: string,
+) {
+  await kill(scene, a);
+  await b.access.execute(messageCommand(key, 'm1'));
+  await b.cluster.flushed(key);
+  const own = (await logOf(scene)).filter((e) => e.runId === runId);
+  expect(own.some((e) => e.type === 'run.resumed')).toBe(false);
+  expect(own.find((e) => e.type === 'run.failed')?.payload).toMatchObject({
+    cause: 'owner_lost',
+  });
+  expect(b.started).toEqual(['m1']);
+}
+
 /** Waits until Redis holds a recorded safe point of `runId` whose state names `text`. */
 const safePointRecorded = (scene: ClusterScene, runId: string, step: number) =>
   pollUntil(async () => {
@@ -195,15 +216,7 @@ describe.skipIf(skipRedis)('failover resume: attempts (cluster nodes, real Redis
     expect(lines[0]).toMatch(
       new RegExp(`run ${runId}: its safe-point state is \\d+ bytes, over the 262144-byte cap`),
     );
-    await kill(scene, a);
-    await b.access.execute(messageCommand(key, 'm1'));
-    await b.cluster.flushed(key);
-    const own = (await logOf(scene)).filter((e) => e.runId === runId);
-    expect(own.some((e) => e.type === 'run.resumed')).toBe(false);
-    expect(own.find((e) => e.type === 'run.failed')?.payload).toMatchObject({
-      cause: 'owner_lost',
-    });
-    expect(b.started).toEqual(['m1']);
+    await expectMarkedAfterLoss(scene, a, b, runId);
   });
 
   it('a run lost after it saved its turn to the history is marked, not redone (its state was cleared first)', async () => {
@@ -235,14 +248,6 @@ describe.skipIf(skipRedis)('failover resume: attempts (cluster nodes, real Redis
     await historySaved;
     await a.cluster.flushed(key);
     expect(await scene.admin.hget(scene.keys.run(runId), 'resumeState')).toBe('null');
-    await kill(scene, a);
-    await b.access.execute(messageCommand(key, 'm1'));
-    await b.cluster.flushed(key);
-    const own = (await logOf(scene)).filter((e) => e.runId === runId);
-    expect(own.some((e) => e.type === 'run.resumed')).toBe(false);
-    expect(own.find((e) => e.type === 'run.failed')?.payload).toMatchObject({
-      cause: 'owner_lost',
-    });
-    expect(b.started).toEqual(['m1']);
+    await expectMarkedAfterLoss(scene, a, b, runId);
   });
 });
