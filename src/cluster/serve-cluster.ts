@@ -228,6 +228,8 @@ export async function openRedisServeStores(
   /** A draining instance's sessions: the runs it handed on unstarted, in their order. */
   const handedOff = new Map<string, string[]>();
   let watch: SessionWatch | undefined;
+  /** Kicks the purge of deleted sessions (the service's data sweep), once the access is built. */
+  let kickPurge: (() => void) | undefined;
   let closed = false;
 
   const serveCluster: ServeCluster = {
@@ -249,6 +251,7 @@ export async function openRedisServeStores(
         failoverMaxAttempts,
       };
       deps = handoff;
+      kickPurge = onDeletedReleased;
       const recording = toHandoffAccess(local, cluster, runs, runtime.clock, onDeletedReleased);
       access = createClusterSessionAccess({
         cluster,
@@ -281,6 +284,7 @@ export async function openRedisServeStores(
         runs,
         reportError: options.reportError,
         everyMs: Math.min(1_000, Math.max(10, Math.floor((options.leaseTtlMs ?? 10_000) / 3))),
+        onDeletedReleased: kickPurge,
       });
     },
     async drain(drainOptions = {}) {

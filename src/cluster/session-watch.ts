@@ -29,6 +29,7 @@ import type { RunRecords } from '../stores/run-records.js';
 import type { ClusterInstance } from './cluster-instance.js';
 import type { ClusterSessionAccess } from './cluster-session-access.js';
 import { toSessionKeys } from './keys.js';
+import { toDeletedSessionsKey } from './owner-keys.js';
 
 /** @internal The running watch. */
 export interface SessionWatch {
@@ -53,6 +54,11 @@ export interface SessionWatchOptions {
   readonly pageSize?: number;
   /** How long a session with nothing running stays held here after its last event. @default 30000 */
   readonly idleReleaseMs?: number;
+  /**
+   * Called when the watch released a session that is deleted (listed for the purge): the purge
+   * may go on now (it skips a session while anyone holds its lease). @default nothing
+   */
+  readonly onDeletedReleased?: () => void;
 }
 
 const memberOf = (key: SessionKey) => JSON.stringify([key.ownerId, key.sessionId]);
@@ -145,6 +151,11 @@ export function startSessionWatch(options: SessionWatchOptions): SessionWatch {
     lastEvent.delete(member);
     if (await cluster.release(key)) {
       if (!unfinished) await unlistReleased(redis, cluster.keyPrefix, key);
+      // A deleted session taken to mark its runs (or taken as its delete was applied): its purge
+      // was kicked while the lease was held here, so it would wait for the next sweep.
+      if ((await redis.zscore(toDeletedSessionsKey(cluster.keyPrefix), member)) !== null) {
+        options.onDeletedReleased?.();
+      }
     }
   };
 
