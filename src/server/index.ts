@@ -37,6 +37,7 @@ export type { ClusterServeOptions, OpenAIEndpoint, RunningServer, ServeOptions }
 export { createServiceApp, toRecordOutcome } from './service-app.js';
 export { createMemoryIdempotencyKeys } from '../stores/idempotency-keys.js';
 export type { Service, ServiceOptions } from './service-app.js';
+export type { StoreHealth } from './store-health.js';
 export type {
   IdempotencyKeyAccess,
   SessionAccess,
