@@ -58,14 +58,6 @@ export interface ClusterReads extends Pick<
 }
 
 /**
- * @internal Creates the reads of `cluster`.
- *
- * @param local - the single-instance access over this instance's runtime (sessions held here)
- * @param defaultApprovalTimeoutMs - what a session without its own shows, in ms
- * @param rebuilt - whether this instance holds the session and has rebuilt it (its reads are
- *   then its runtime's; before, Redis's: the last holder's live state)
- */
-/**
  * The session's lease holder as Redis has it (`GET` and `PEXPIRETIME` of the lease, one
  * round trip), or `null` while nobody holds it.
  */
@@ -84,6 +76,14 @@ async function readHolder(redis: Redis, keys: SessionKeys): Promise<SessionHolde
   return { instance_id: value.slice(0, at), fence, lease_expires_at: expiresAt };
 }
 
+/**
+ * @internal Creates the reads of `cluster`.
+ *
+ * @param local - the single-instance access over this instance's runtime (sessions held here)
+ * @param defaultApprovalTimeoutMs - what a session without its own shows, in ms
+ * @param rebuilt - whether this instance holds the session and has rebuilt it (its reads are
+ *   then its runtime's; before, Redis's: the last holder's live state)
+ */
 export function createClusterReads(
   cluster: ClusterInstance,
   local: SessionAccess,

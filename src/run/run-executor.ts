@@ -92,7 +92,6 @@ export interface RunExecutorInit {
   readonly itemIds?: readonly string[] | undefined;
 }
 
-/** @internal One run's executor and command side (see the module note). */
 /** A cancel mode by its README name (`user.interrupt`'s `mode`), for span attributes. */
 const cancelModeNames: Readonly<Record<number, string>> = {
   [CancelMode.Immediate]: 'immediate',
@@ -101,6 +100,7 @@ const cancelModeNames: Readonly<Record<number, string>> = {
   [CancelMode.AnySafePoint]: 'any_safe_point',
 };
 
+/** @internal One run's executor and command side (see the module note). */
 export class RunExecutor implements RunContextHost {
   readonly id: string;
   readonly ownerId: string;
