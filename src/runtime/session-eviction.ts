@@ -12,10 +12,6 @@ export interface EvictableSession {
   touchedAt: number;
   /** No active run, none queued, no child at all: it may be stopped. */
   readonly idle: boolean;
-  /** Neighbours in the activity order, while listed (least recently touched first). */
-  older: EvictableSession | undefined;
-  newer: EvictableSession | undefined;
-  listed: boolean;
 }
 
 /** @internal What {@link SessionEviction} asks of its runtime. */
@@ -41,8 +37,8 @@ export class SessionEviction {
   readonly #clock: Clock;
   readonly #idleTtlMs: number;
   readonly #hooks: EvictionHooks;
-  #oldest: EvictableSession | undefined;
-  #newest: EvictableSession | undefined;
+  /** The listed sessions, least recently touched first (a `Set` keeps insertion order). */
+  readonly #order = new Set<EvictableSession>();
   #timer: unknown;
 
   /**
@@ -59,16 +55,8 @@ export class SessionEviction {
   /** Notes activity in `session` now: it goes last in the order, and the timer is armed. */
   touch(session: EvictableSession): void {
     session.touchedAt = this.#clock.now();
-    if (session.listed) {
-      if (session === this.#newest) return;
-      this.#unlink(session);
-    }
-    session.older = this.#newest;
-    session.newer = undefined;
-    if (this.#newest === undefined) this.#oldest = session;
-    else this.#newest.newer = session;
-    this.#newest = session;
-    session.listed = true;
+    this.#order.delete(session);
+    this.#order.add(session);
     if (this.#timer === undefined) this.#arm(this.#idleTtlMs);
   }
 
@@ -77,16 +65,6 @@ export class SessionEviction {
     if (this.#timer === undefined) return;
     this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
-  }
-
-  #unlink(session: EvictableSession): void {
-    if (session.older === undefined) this.#oldest = session.newer;
-    else session.older.newer = session.newer;
-    if (session.newer === undefined) this.#newest = session.older;
-    else session.newer.older = session.older;
-    session.older = undefined;
-    session.newer = undefined;
-    session.listed = false;
   }
 
   #arm(delayMs: number): void {
@@ -99,13 +77,13 @@ export class SessionEviction {
   #fire(): void {
     this.#timer = undefined;
     const now = this.#clock.now();
-    for (let session = this.#oldest; session !== undefined; session = this.#oldest) {
+    for (const session of this.#order) {
       const idleForMs = now - session.touchedAt;
       if (idleForMs < this.#idleTtlMs) {
         this.#arm(this.#idleTtlMs - idleForMs);
         return;
       }
-      this.#unlink(session);
+      this.#order.delete(session);
       if (session.idle) this.#hooks.evict(session);
     }
   }

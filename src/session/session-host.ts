@@ -18,10 +18,6 @@ export class SessionHost implements SlotWaiter, EvictableSession {
   readonly actor: Actor<BoundSessionMachine>;
   /** Clock time (ms) of the session's latest prepare, start or settlement. */
   touchedAt = 0;
-  // The runtime's eviction order (src/runtime/session-eviction.ts).
-  older: EvictableSession | undefined;
-  newer: EvictableSession | undefined;
-  listed = false;
 
   constructor(
     readonly key: SessionKey,
