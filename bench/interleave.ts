@@ -1,7 +1,14 @@
 /**
- * An interleaved sampler: every round runs a small batch of each peer, in a rotating order, so
- * machine load that comes and goes (a shared 2-core machine) falls on all peers alike.
- * Each operation is timed on its own; the result is per-peer medians, p99 and means in µs.
+ * An interleaved sampler: every round runs a small batch of each peer, so machine load that comes
+ * and goes (a shared 2-core machine) falls on all peers alike. Each operation is timed on its own;
+ * the result is per-peer medians, p99 and means in µs.
+ *
+ * The order within rounds is balanced for carryover. A batch runs slower right after a peer that
+ * left much garbage: V8 sweeps and collects it while the next batch runs, on the main thread or
+ * on the other core's hyperthread. Measured here (p50 of 100-run batches, shuffled order): bare
+ * XState 25 µs after most peers, 42 µs right after the OpenAI Agents Runner. A plain rotation puts
+ * each peer after the same predecessor in almost every round, so one peer paid for another's
+ * garbage every time; the rows of a Williams design do not (see {@link balancedOrders}).
  */
 import { performance } from 'node:perf_hooks';
 import { percentile, round } from './core.bench.js';
@@ -46,22 +53,44 @@ export function timed(op: PeerOp): TimedOp {
   };
 }
 
-/** Runs every peer `rounds × batch` times, interleaved, and returns each peer's statistics. */
+/**
+ * The orders of a Williams design for `n` peers (a balanced Latin square): `n` rows for an even
+ * `n`, `2n` for an odd one. Across its rows every peer runs in every position equally often and
+ * comes right after every other peer exactly once (twice for an odd `n`), so first-order
+ * carryover falls on all peers alike. Row `r` is the first row with `r` added to each index.
+ */
+export function balancedOrders(n: number): number[][] {
+  // First row 0, 1, n−1, 2, n−2, …: its steps are all distinct modulo n when n is even.
+  const first = Array.from({ length: n }, (_, k) =>
+    k === 0 ? 0 : k % 2 === 1 ? (k + 1) / 2 : n - k / 2,
+  );
+  const rows = Array.from({ length: n }, (_, r) => first.map((x) => (x + r) % n));
+  return n % 2 === 0 ? rows : [...rows, ...rows.map((row) => [...row].reverse())];
+}
+
+/**
+ * Runs every peer `rounds × batch` times, interleaved, and returns each peer's statistics. Round
+ * `r` runs the peers in row `r` of {@link balancedOrders}, cycling; a multiple of its row count
+ * in `rounds` balances the order exactly (warm-up rounds come before and are not counted).
+ */
 export async function interleave(
   peers: Record<string, TimedOp>,
   options: InterleaveOptions,
 ): Promise<Record<string, PeerStats>> {
   const names = Object.keys(peers);
+  const orders = balancedOrders(names.length);
   const samples = new Map<string, number[]>(names.map((n) => [n, []]));
   let i = 0;
   for (let r = 0; r < options.warmupRounds + options.rounds; r++) {
-    for (let k = 0; k < names.length; k++) {
-      const name = names[(r + k) % names.length]!;
+    const counted = r - options.warmupRounds;
+    const order = orders[((counted % orders.length) + orders.length) % orders.length]!;
+    for (const k of order) {
+      const name = names[k]!;
       const op = peers[name]!;
       const into = samples.get(name)!;
       for (let b = 0; b < options.batch; b++) {
         const us = await op(i++);
-        if (r >= options.warmupRounds) into.push(us);
+        if (counted >= 0) into.push(us);
       }
     }
   }

@@ -99,7 +99,7 @@ export function lifecycle(): Promise<SideBySide> {
     );
     const ours = alone[RUNPLANE]!;
     const bare = alone[BARE]!;
-    const byPeer = await interleave(ops, { rounds: 15, batch: 100, warmupRounds: 2 });
+    const byPeer = await interleave(ops, { rounds: 18, batch: 100, warmupRounds: 2 });
     const runsPerSecond = 1e6 / ours.wallUs;
     const figures: Figure[] = [
       {
@@ -158,7 +158,7 @@ export function cancel(): Promise<SideBySide> {
     );
     const ours = alone[RUNPLANE]!;
     const bare = alone[BARE]!;
-    const byPeer = await interleave(ops, { rounds: 15, batch: 50, warmupRounds: 2 });
+    const byPeer = await interleave(ops, { rounds: 18, batch: 50, warmupRounds: 2 });
     const figures: Figure[] = [
       {
         name: 'cancel → settled: runplane ÷ bare XState (p50, alone)',
