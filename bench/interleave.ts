@@ -26,6 +26,21 @@ export interface PeerStats {
   meanUs: number;
 }
 
+/** A peer's interleaved statistics, and the p50 of each of its counted batches in round order. */
+export interface InterleavedStats extends PeerStats {
+  batchP50Us: number[];
+}
+
+/**
+ * The median over rounds of `a`'s batch p50 ÷ `b`'s batch p50 in the same round: a ratio of two
+ * peers measured milliseconds apart, so a slow spell of the host (or of V8's collector) that
+ * spans a round falls on both sides of it.
+ */
+export function pairedRatio(a: InterleavedStats, b: InterleavedStats): number {
+  const ratios = a.batchP50Us.map((us, r) => us / b.batchP50Us[r]!);
+  return round(percentile(ratios, 0.5));
+}
+
 export interface InterleaveOptions {
   rounds: number;
   /** Operations of one peer per round. */
@@ -76,10 +91,11 @@ export function balancedOrders(n: number): number[][] {
 export async function interleave(
   peers: Record<string, TimedOp>,
   options: InterleaveOptions,
-): Promise<Record<string, PeerStats>> {
+): Promise<Record<string, InterleavedStats>> {
   const names = Object.keys(peers);
   const orders = balancedOrders(names.length);
   const samples = new Map<string, number[]>(names.map((n) => [n, []]));
+  const batchP50s = new Map<string, number[]>(names.map((n) => [n, []]));
   let i = 0;
   for (let r = 0; r < options.warmupRounds + options.rounds; r++) {
     const counted = r - options.warmupRounds;
@@ -88,11 +104,15 @@ export async function interleave(
       const name = names[k]!;
       const op = peers[name]!;
       const into = samples.get(name)!;
+      const from = into.length;
       for (let b = 0; b < options.batch; b++) {
         const us = await op(i++);
         if (counted >= 0) into.push(us);
       }
+      if (counted >= 0) batchP50s.get(name)!.push(percentile(into.slice(from), 0.5));
     }
   }
-  return Object.fromEntries(names.map((n) => [n, stats(samples.get(n)!)]));
+  return Object.fromEntries(
+    names.map((n) => [n, { ...stats(samples.get(n)!), batchP50Us: batchP50s.get(n)! }]),
+  );
 }

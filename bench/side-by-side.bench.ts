@@ -6,7 +6,15 @@
 import { performance } from 'node:perf_hooks';
 import type { Figure } from './core.bench.js';
 import { median, round } from './core.bench.js';
-import { interleave, stats, timed, type PeerStats, type TimedOp } from './interleave.js';
+import {
+  interleave,
+  pairedRatio,
+  stats,
+  timed,
+  type InterleavedStats,
+  type PeerStats,
+  type TimedOp,
+} from './interleave.js';
 import { createPeers, type Peer } from './peers.js';
 
 /** One peer's result in one workload, with its ratios (p50) to runplane and to bare XState. */
@@ -28,6 +36,33 @@ export interface SideBySide {
 
 const RUNPLANE = 'runplane';
 const BARE = 'bare XState';
+const OPENAI = 'OpenAI Agents Runner';
+
+/**
+ * A ratio of runplane's interleaved p50 to a peer's, against a target (issue 13): the figure is
+ * the ratio of the p50s over all samples; `detail` adds the median of the per-round ratios.
+ */
+function interleavedRatio(
+  name: string,
+  ours: InterleavedStats,
+  peer: InterleavedStats,
+  target: number,
+): Figure {
+  const value = round(ours.p50Us / peer.p50Us);
+  return {
+    name,
+    value,
+    unit: '×',
+    target: `≤ ${target}×`,
+    meets: value <= target,
+    detail: {
+      p50Us: ours.p50Us,
+      peerP50Us: peer.p50Us,
+      medianOfRoundRatios: pairedRatio(ours, peer),
+      rounds: ours.batchP50Us.length,
+    },
+  };
+}
 
 function toRows(workload: string, byPeer: Record<string, PeerStats>): PeerRow[] {
   const ours = byPeer[RUNPLANE]!;
@@ -102,6 +137,12 @@ export function lifecycle(): Promise<SideBySide> {
     const byPeer = await interleave(ops, { rounds: 18, batch: 100, warmupRounds: 2 });
     const runsPerSecond = 1e6 / ours.wallUs;
     const figures: Figure[] = [
+      interleavedRatio(
+        'lifecycle: runplane ÷ bare XState, µs per run (p50, interleaved with the peers)',
+        byPeer[RUNPLANE]!,
+        byPeer[BARE]!,
+        1.75,
+      ),
       {
         name: 'lifecycle: runplane ÷ bare XState, µs per run (p50, alone)',
         value: round(ours.p50Us / bare.p50Us),
@@ -160,6 +201,12 @@ export function cancel(): Promise<SideBySide> {
     const bare = alone[BARE]!;
     const byPeer = await interleave(ops, { rounds: 18, batch: 50, warmupRounds: 2 });
     const figures: Figure[] = [
+      interleavedRatio(
+        'cancel → settled: runplane ÷ OpenAI Agents Runner (p50, interleaved with the peers)',
+        byPeer[RUNPLANE]!,
+        byPeer[OPENAI]!,
+        1,
+      ),
       {
         name: 'cancel → settled: runplane ÷ bare XState (p50, alone)',
         value: round(ours.p50Us / bare.p50Us),
