@@ -107,6 +107,19 @@ async function expectResumedRun(
   expect(whole).toMatch(/^You said: "tell me about runplane"\. /);
   expect(whole).toMatch(/to see the tools at work\.$/);
   expect(whole.match(/You said/g)).toHaveLength(1);
+  // The run's words logged up to `safe_point_seq` are the cut reply, so a reader that drops
+  // those logged after it (the resumed attempt streams them again) reads the whole reply, each
+  // word once (README "Cluster").
+  const cutAt = resumed[0]?.payload.safe_point_seq as number;
+  const resumedSeq = resumed[0]?.seq ?? 0;
+  const words = (keep: (seq: number) => boolean) =>
+    own
+      .filter((e) => e.type === 'agent.message_delta' && keep(e.seq))
+      .map((e) => String(e.payload.delta))
+      .join('');
+  expect(cutAt).toBeLessThan(resumedSeq);
+  expect(words((seq) => seq <= cutAt)).toBe(cut?.content);
+  expect(words((seq) => seq <= cutAt || seq > resumedSeq)).toBe(whole);
   return { resumedEvent: resumed[0]! };
 }
 
