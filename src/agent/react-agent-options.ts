@@ -81,7 +81,8 @@ export interface ReActResumeInput {
    * `true` when the session history does not hold the cut turn (a cluster's failover policy
    * `resume`: the holder died, or a drain cut the run without saving it, README "Cluster"):
    * the run starts from the state's messages, its user message first, and its `partial` reply
-   * as a cut reply (`stop: 'cancelled'`), and saves them with the rest of the turn at its end.
+   * as a cut reply (`stop: 'cancelled'`), and saves them with the rest of the turn at its end;
+   * its {@link ReActResult.reply} is then the whole reply, the cut replies before it.
    * Absent: the cut run's cancel saved the turn, and the state's messages are not added again.
    */
   readonly carried?: boolean | undefined;
@@ -99,7 +100,11 @@ export type ReActStopReason = 'completed' | 'interrupted' | 'max_steps';
 
 /** The output of a ReAct run. */
 export interface ReActResult {
-  /** The final reply text (for `interrupted`, the recovery reply). */
+  /**
+   * The final reply text (for `interrupted`, the recovery reply). A carried turn's
+   * ({@link ReActResumeInput.carried}) final reply, when it continues the cut replies, starts
+   * with them: the run's whole reply.
+   */
   readonly reply: string;
   /** The id of the final assistant message, if any. */
   readonly messageId: string | undefined;

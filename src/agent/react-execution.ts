@@ -73,6 +73,13 @@ export class ReActExecution {
   #saving: Promise<void> | undefined;
   #usage: ChatUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
   #steps = 0;
+  /**
+   * A carried turn's reply cut so far (its cut replies, one per lost attempt, README
+   * "Cluster"): the run's reply, when it is the message that continues them, starts with it.
+   */
+  #carriedReply = '';
+  /** The id of the message that continues {@link #carriedReply} (the run's first model call). */
+  #continuationId: string | undefined;
 
   constructor(
     options: ReActAgentOptions,
@@ -104,6 +111,7 @@ export class ReActExecution {
           stop: 'cancelled',
         });
       }
+      if (input.carried === true) this.#carriedReply = trailingCutReply(this.#produced);
     }
   }
 
@@ -115,6 +123,7 @@ export class ReActExecution {
       if (ctx.interruptRequested) return this.#finishInterrupted();
       const step = ++this.#steps;
       const messageId = createMessageId();
+      if (this.#carriedReply !== '') this.#continuationId ??= messageId;
       this.#drainInbox(messageId, step);
       const turn = await this.#tracedModelCall(messageId, step);
       if (turn.interrupted) {
@@ -419,7 +428,12 @@ export class ReActExecution {
   async #finish(last: AssistantMessage | undefined, reason: ReActStopReason): Promise<ReActResult> {
     await this.save(undefined);
     return {
-      reply: last?.content ?? '',
+      reply:
+        last === undefined
+          ? ''
+          : last.id === this.#continuationId
+            ? `${this.#carriedReply}${last.content}`
+            : last.content,
       messageId: last?.id,
       reason,
       steps: this.#steps,
@@ -427,4 +441,18 @@ export class ReActExecution {
       messages: [...this.#produced],
     };
   }
+}
+
+/** The text of the cut replies (`stop: 'cancelled'`) that end a carried turn's messages, in order. */
+function trailingCutReply(messages: readonly ChatMessage[]): string {
+  let start = messages.length;
+  while (start > 0) {
+    const message = messages[start - 1];
+    if (message?.role !== 'assistant' || message.stop !== 'cancelled') break;
+    start--;
+  }
+  return messages
+    .slice(start)
+    .map((message) => message.content)
+    .join('');
 }

@@ -6,7 +6,7 @@
  *
  * - **Recording**: the service's agent is wrapped ({@link createSafePointRecorder}); each
  *   `ctx.safePoint(kind, state)` of a top-level run of a `resume` session writes
- *   `resumeState: {kind, state, at}` on the run's record (`run.merge`) through the session's
+ *   `resumeState: {kind, state, at, seq}` on the run's record (`run.merge`) through the session's
  *   fenced write-behind, so it reaches Redis in order with the run's events. A state whose JSON
  *   is over {@link maxResumeStateBytes} is not recorded: the run's recorded state is cleared
  *   (it falls back to `mark`) and the serve log says so once per run. Before the run saves its
@@ -40,16 +40,21 @@ export const maxResumeStateBytes = 256 * 1024;
 /** The default of `--failover-max-attempts`: how many attempts a run gets in all. */
 export const defaultFailoverMaxAttempts = 3;
 
-/** A recorded safe point: its kind, the agent's state, and when (clock ms). */
+/**
+ * A recorded safe point: its kind, the agent's state, when (clock ms), and the session's last
+ * `seq` then (the run's events up to it are what the state holds; absent in a state recorded
+ * before it was kept).
+ */
 export interface RecordedSafePoint {
   readonly kind: string;
   readonly state: unknown;
   readonly at: number;
+  readonly seq?: number | undefined;
 }
 
 /** What the recorder needs. */
 export interface SafePointRecorderDeps {
-  readonly cluster: Pick<ClusterInstance, 'write'>;
+  readonly cluster: Pick<ClusterInstance, 'write' | 'eventLog'>;
   /** The holder's session records (the session's failover policy is read at each safe point). */
   readonly sessions: Pick<SessionRecords, 'get'>;
   /** Where "not recorded" is said, once per run. */
@@ -96,11 +101,19 @@ export function createSafePointRecorder(deps: SafePointRecorderDeps): SafePointR
     }
   };
 
+  const lastSeq = (key: SessionKey) => {
+    try {
+      return deps.cluster.eventLog.lastSeq({}, key);
+    } catch {
+      return undefined; // the session is no longer held here: the write below is refused too
+    }
+  };
+
   const record = (ctx: RunContext, kind: string, state: unknown) => {
     const key = { ownerId: ctx.ownerId, sessionId: ctx.sessionId };
     if (cut.has(ctx.runId) || tooLarge.has(ctx.runId)) return;
     if (deps.sessions.get(key.ownerId, key.sessionId)?.failover !== 'resume') return;
-    const value: RecordedSafePoint = { kind, state, at: ctx.clock.now() };
+    const value: RecordedSafePoint = { kind, state, at: ctx.clock.now(), seq: lastSeq(key) };
     const bytes = Buffer.byteLength(JSON.stringify(value));
     if (bytes > maxResumeStateBytes) {
       tooLarge.add(ctx.runId);
@@ -202,7 +215,8 @@ export function parseRecordedSafePoint(json: string | null): RecordedSafePoint |
     if (value === null || typeof value !== 'object' || typeof value.kind !== 'string') {
       return undefined;
     }
-    return { kind: value.kind, state: value.state, at: Number(value.at) };
+    const seq = Number.isInteger(value.seq) ? value.seq : undefined;
+    return { kind: value.kind, state: value.state, at: Number(value.at), seq };
   } catch {
     return undefined;
   }

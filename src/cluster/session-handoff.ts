@@ -289,7 +289,9 @@ async function readLostRun(deps: HandoffDeps, key: SessionKey, runId: string): P
 
 /**
  * Resumes a run whose holder was lost (failover policy `resume`): records its new attempt,
- * logs `run.resumed {attempt, safe_point}` after everything the last holder logged, and starts
+ * logs `run.resumed {attempt, safe_point, safe_point_at, safe_point_seq}` after everything the
+ * last holder logged (`safe_point_seq`: the session's last `seq` at the safe point, so a
+ * reader drops what the run logged after it, README "Cluster"), and starts
  * it again under its own id from its recorded safe point, the turn carried in its input (the
  * filter skips its queueing and start, already logged by its first attempt).
  */
@@ -306,7 +308,12 @@ function resumeRun(
   runtime.eventLog.append({}, key, {
     runId: record.runId,
     type: 'run.resumed',
-    payload: { attempt, safe_point: safePoint.kind, safe_point_at: safePoint.at },
+    payload: {
+      attempt,
+      safe_point: safePoint.kind,
+      safe_point_at: safePoint.at,
+      ...(safePoint.seq === undefined ? {} : { safe_point_seq: safePoint.seq }),
+    },
     at: runtime.clock.now(),
   });
   deps.filter.resumed(record.runId);

@@ -7,6 +7,7 @@
  */
 import type { ApiEvent, createEventFeed } from './chat-page-feed.js';
 import type { createLoopView } from './chat-page-loop.js';
+import type { createRunReplies } from './chat-page-reply.js';
 import type { createScrollPin } from './chat-page-scroll.js';
 import type { createToolCards } from './chat-page-tools.js';
 import type { describeRunEnd } from './chat-run-end.js';
@@ -34,6 +35,7 @@ export interface ChatClientParts {
   readonly createTools: typeof createToolCards;
   readonly createFeed: typeof createEventFeed;
   readonly createPin: typeof createScrollPin;
+  readonly createReplies: typeof createRunReplies;
 }
 
 /**
@@ -49,10 +51,10 @@ export interface ChatClientParts {
  * now").
  * @param parts - the page's other pieces, passed in because the script is inlined as text:
  * {@link describeRunEnd}, {@link createLoopView}, {@link createToolCards}, {@link createEventFeed},
- * {@link createScrollPin}
+ * {@link createScrollPin}, {@link createRunReplies}
  */
 export function runChatClient(parts: ChatClientParts): void {
-  const { describe, createLoop, createTools, createFeed, createPin } = parts;
+  const { describe, createLoop, createTools, createFeed, createPin, createReplies } = parts;
   const $ = (id: string) => document.getElementById(id) as HTMLElement;
   const logEl = $('log');
   const cursorEl = $('cursor');
@@ -242,18 +244,8 @@ export function runChatClient(parts: ChatClientParts): void {
     }
   };
 
-  const part = (view: RunView, messageId: string) => {
-    let span = view.parts.get(messageId);
-    if (span === undefined) {
-      span = el('div', 'bubble text');
-      span.dataset.messageId = messageId;
-      view.parts.set(messageId, span);
-      view.reply.append(span);
-    }
-    return span;
-  };
-
   const tools = createTools({ el, button, str, sendEvents });
+  const replies = createReplies<RunView>({ el, str, tools, showPending });
 
   const end = (view: RunView, runId: string, event: ApiEvent) => {
     const seen = describe(event.type, event.payload, view.started);
@@ -330,27 +322,8 @@ export function runChatClient(parts: ChatClientParts): void {
         view.started = true;
         if (!view.ended) setStatus(view, runId, 'running', 'Running');
         break;
-      case 'agent.message_delta':
-        part(view, str(p.message_id)).textContent += str(p.delta);
-        break;
-      case 'agent.message':
-        part(view, str(p.message_id)).textContent = str(p.content);
-        break;
-      case 'agent.tool_use':
-        tools.used(view, p);
-        break;
-      case 'agent.tool_result':
-        tools.result(view, p);
-        break;
-      case 'agent.approval_requested':
-        tools.askApproval(view, p);
-        view.waits.add('approval');
-        showPending(view);
-        break;
-      case 'agent.approval_resolved':
-        tools.resolved(view, p);
-        view.waits.delete('approval');
-        showPending(view);
+      case 'run.resumed':
+        replies.resumed(view, runId, p);
         break;
       case 'run.completed':
       case 'run.failed':
@@ -359,6 +332,7 @@ export function runChatClient(parts: ChatClientParts): void {
         loop.turnEnded(runId);
         break;
       default:
+        replies.show(view, runId, event);
         break;
     }
   };
@@ -382,6 +356,7 @@ export function runChatClient(parts: ChatClientParts): void {
   const openSession = async (which: { fresh: true } | { sessionId?: string }) => {
     feed.close();
     runs.clear();
+    replies.reset();
     loop.reset();
     logEl.replaceChildren();
     scroll.pin();

@@ -70,6 +70,7 @@ export function createEventFeed(deps: EventFeedDeps): EventFeed {
     'run.failed',
     'run.cancelled',
     'run.unsettled',
+    'run.resumed',
   ];
   let source: EventSource | undefined;
 

@@ -93,6 +93,7 @@ main { flex: 1 1 auto; overflow-y: auto; padding: 1rem 1rem 2.5rem; scroll-paddi
 @media (prefers-reduced-motion: reduce) { .pill::before, .pending::before { animation: none; } }
 .actions { display: inline-flex; gap: .3rem; align-items: center; }
 .note { color: var(--muted); }
+.resumed { margin: 0; font-size: .8rem; font-style: italic; color: var(--muted); }
 .reason { margin: 0; font-size: .85rem; color: var(--muted); border-left: 3px solid var(--line); padding-left: .6rem; }
 .turn[data-outcome="replaced"] .reason { border-color: var(--replaced-fg); }
 .turn[data-outcome="stopped"] .reason { border-color: var(--stopped-fg); }

@@ -1,7 +1,8 @@
 /**
  * The chat page served at `/`: one self-contained HTML document (no CDN, no bundler, no
  * framework). Its script is {@link runChatClient} with its parts ({@link describeRunEnd},
- * {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}, {@link createScrollPin}), inlined as text.
+ * {@link createLoopView}, {@link createToolCards}, {@link createEventFeed}, {@link createScrollPin},
+ * {@link createRunReplies}), inlined as text.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import { createEventFeed } from './chat-page-feed.js';
 import { createScrollPin } from './chat-page-scroll.js';
 import { createToolCards } from './chat-page-tools.js';
 import { createLoopView, loopViewStyles } from './chat-page-loop.js';
+import { createRunReplies } from './chat-page-reply.js';
 import { runSessionList } from './chat-page-sessions.js';
 import { chatPageStyles } from './chat-page-styles.js';
 import { describeRunEnd } from './chat-run-end.js';
@@ -80,6 +82,7 @@ var __name = function (fn) { return fn; };
   createTools: ${createToolCards.toString()},
   createFeed: ${createEventFeed.toString()},
   createPin: ${createScrollPin.toString()},
+  createReplies: ${createRunReplies.toString()},
 });
 </script>
 </body>

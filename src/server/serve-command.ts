@@ -80,7 +80,7 @@ ${serveOptionsUsage}`;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const integer = (name: string, text: string | undefined, min: number, max: number) => {
+const integerOf = (name: string, text: string | undefined, min: number, max: number) => {
   if (text === undefined) return undefined;
   const value = /^\d+$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < min || value > max) {
@@ -167,6 +167,10 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
     const value = values[flag] ?? env[variable];
     return value === '' ? undefined : value;
   };
+  // A number given empty is refused like any other bad value (an unset variable in a script,
+  // say), never read as "use the default".
+  const integer = (flag: keyof typeof values, variable: string, min: number, max: number) =>
+    integerOf(flag, values[flag] ?? env[variable], min, max);
   // An empty token list is a misconfiguration (an unset secret, say), never "use the dev token".
   const tokenList = values.tokens ?? env.RUNPLANE_TOKENS;
   if (tokenList !== undefined && tokenList.trim() === '') {
@@ -237,132 +241,72 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
         : {
             url: redisUrl,
             instanceId: pick('instance-id', 'RUNPLANE_INSTANCE_ID'),
-            leaseTtlMs: integer(
-              'lease-ttl-ms',
-              pick('lease-ttl-ms', 'RUNPLANE_LEASE_TTL_MS'),
-              30,
-              3_600_000,
-            ),
+            leaseTtlMs: integer('lease-ttl-ms', 'RUNPLANE_LEASE_TTL_MS', 30, 3_600_000),
             keyPrefix: pick('key-prefix', 'RUNPLANE_KEY_PREFIX'),
             failoverMaxAttempts: integer(
               'failover-max-attempts',
-              pick('failover-max-attempts', 'RUNPLANE_FAILOVER_MAX_ATTEMPTS'),
+              'RUNPLANE_FAILOVER_MAX_ATTEMPTS',
               1,
               100,
             ),
           },
     host: pick('host', 'RUNPLANE_HOST'),
-    port: integer('port', pick('port', 'RUNPLANE_PORT'), 0, 65_535),
+    port: integer('port', 'RUNPLANE_PORT', 0, 65_535),
     dbPath: pick('db', 'RUNPLANE_DB'),
     tokens: pick('tokens', 'RUNPLANE_TOKENS'),
-    graceMs: integer('grace-ms', pick('grace-ms', 'RUNPLANE_GRACE_MS'), 0, 3_600_000),
-    heartbeatMs: integer(
-      'heartbeat-ms',
-      pick('heartbeat-ms', 'RUNPLANE_HEARTBEAT_MS'),
-      1,
-      3_600_000,
-    ),
-    bodyTimeoutMs: integer(
-      'body-timeout-ms',
-      pick('body-timeout-ms', 'RUNPLANE_BODY_TIMEOUT_MS'),
-      1,
-      3_600_000,
-    ),
-    maxStreamsPerOwner: integer(
-      'max-streams',
-      pick('max-streams', 'RUNPLANE_MAX_STREAMS'),
-      1,
-      100_000,
-    ),
+    graceMs: integer('grace-ms', 'RUNPLANE_GRACE_MS', 0, 3_600_000),
+    heartbeatMs: integer('heartbeat-ms', 'RUNPLANE_HEARTBEAT_MS', 1, 3_600_000),
+    bodyTimeoutMs: integer('body-timeout-ms', 'RUNPLANE_BODY_TIMEOUT_MS', 1, 3_600_000),
+    maxStreamsPerOwner: integer('max-streams', 'RUNPLANE_MAX_STREAMS', 1, 100_000),
     streamBufferBytes: integer(
       'stream-buffer-bytes',
-      pick('stream-buffer-bytes', 'RUNPLANE_STREAM_BUFFER_BYTES'),
+      'RUNPLANE_STREAM_BUFFER_BYTES',
       1,
       1_073_741_824,
     ),
-    eventTailBytes: integer(
-      'event-tail-bytes',
-      pick('event-tail-bytes', 'RUNPLANE_EVENT_TAIL_BYTES'),
-      0,
-      4_294_967_296,
-    ),
-    chunkDelayMs: integer(
-      'chunk-delay-ms',
-      pick('chunk-delay-ms', 'RUNPLANE_CHUNK_DELAY_MS'),
-      0,
-      60_000,
-    ),
+    eventTailBytes: integer('event-tail-bytes', 'RUNPLANE_EVENT_TAIL_BYTES', 0, 4_294_967_296),
+    chunkDelayMs: integer('chunk-delay-ms', 'RUNPLANE_CHUNK_DELAY_MS', 0, 60_000),
     confirmTools,
-    runTimeoutMs: integer(
-      'run-timeout-ms',
-      pick('run-timeout-ms', 'RUNPLANE_RUN_TIMEOUT_MS'),
-      1,
-      86_400_000,
-    ),
-    retentionDays: integer(
-      'retention-days',
-      pick('retention-days', 'RUNPLANE_RETENTION_DAYS'),
-      1,
-      36_500,
-    ),
+    runTimeoutMs: integer('run-timeout-ms', 'RUNPLANE_RUN_TIMEOUT_MS', 1, 86_400_000),
+    retentionDays: integer('retention-days', 'RUNPLANE_RETENTION_DAYS', 1, 36_500),
     maxSessionsPerOwner: integer(
       'max-sessions-per-owner',
-      pick('max-sessions-per-owner', 'RUNPLANE_MAX_SESSIONS_PER_OWNER'),
+      'RUNPLANE_MAX_SESSIONS_PER_OWNER',
       1,
       100_000_000,
     ),
     maxRunningRunsPerOwner: integer(
       'max-running-runs-per-owner',
-      pick('max-running-runs-per-owner', 'RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER'),
+      'RUNPLANE_MAX_RUNNING_RUNS_PER_OWNER',
       1,
       1_000_000,
     ),
     maxUnfinishedRunsPerOwner: integer(
       'max-unfinished-runs-per-owner',
-      pick('max-unfinished-runs-per-owner', 'RUNPLANE_MAX_UNFINISHED_RUNS_PER_OWNER'),
+      'RUNPLANE_MAX_UNFINISHED_RUNS_PER_OWNER',
       1,
       1_000_000,
     ),
-    maxConcurrentRuns: integer(
-      'max-concurrent-runs',
-      pick('max-concurrent-runs', 'RUNPLANE_MAX_CONCURRENT_RUNS'),
-      1,
-      1_000_000,
-    ),
-    rateLimitPerSecond: integer(
-      'rate-limit',
-      pick('rate-limit', 'RUNPLANE_RATE_LIMIT'),
-      0,
-      1_000_000,
-    ),
-    rateLimitBurst: integer('rate-burst', pick('rate-burst', 'RUNPLANE_RATE_BURST'), 1, 1_000_000),
+    maxConcurrentRuns: integer('max-concurrent-runs', 'RUNPLANE_MAX_CONCURRENT_RUNS', 1, 1_000_000),
+    rateLimitPerSecond: integer('rate-limit', 'RUNPLANE_RATE_LIMIT', 0, 1_000_000),
+    rateLimitBurst: integer('rate-burst', 'RUNPLANE_RATE_BURST', 1, 1_000_000),
     approvalTimeoutMs: integer(
       'approval-timeout-ms',
-      pick('approval-timeout-ms', 'RUNPLANE_APPROVAL_TIMEOUT_MS'),
+      'RUNPLANE_APPROVAL_TIMEOUT_MS',
       1,
       86_400_000,
     ),
-    maxRequestTokens: integer(
-      'max-request-tokens',
-      pick('max-request-tokens', 'RUNPLANE_MAX_REQUEST_TOKENS'),
-      100,
-      10_000_000,
-    ),
+    maxRequestTokens: integer('max-request-tokens', 'RUNPLANE_MAX_REQUEST_TOKENS', 100, 10_000_000),
     maxToolResultTokens: integer(
       'max-tool-result-tokens',
-      pick('max-tool-result-tokens', 'RUNPLANE_MAX_TOOL_RESULT_TOKENS'),
+      'RUNPLANE_MAX_TOOL_RESULT_TOKENS',
       10,
       10_000_000,
     ),
     contextOverflow: overflow,
-    modelMaxRetries: integer(
-      'model-max-retries',
-      pick('model-max-retries', 'RUNPLANE_MODEL_MAX_RETRIES'),
-      0,
-      10,
-    ),
+    modelMaxRetries: integer('model-max-retries', 'RUNPLANE_MODEL_MAX_RETRIES', 0, 10),
     metricsToken,
-    metricsPort: integer('metrics-port', pick('metrics-port', 'RUNPLANE_METRICS_PORT'), 0, 65_535),
+    metricsPort: integer('metrics-port', 'RUNPLANE_METRICS_PORT', 0, 65_535),
     metricsHost: pick('metrics-host', 'RUNPLANE_METRICS_HOST'),
     logFormat,
     logLevel,

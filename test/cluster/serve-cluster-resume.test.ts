@@ -87,10 +87,11 @@ async function expectResumedRun(
   // The follower saw every seq once, in order, up to the end.
   const seen = follower.events.filter((e) => e.seq <= end.seq).map((e) => e.seq);
   expect(seen).toEqual(stored.filter((e) => e.seq <= end.seq).map((e) => e.seq));
+  const replies: unknown[] = [];
   for (const node of readers) {
-    expect((await waitForRunEnd(node, runId)).status, `run ${runId} read on ${node.id}`).toBe(
-      'COMPLETED',
-    );
+    const ended = await waitForRunEnd(node, runId);
+    expect(ended.status, `run ${runId} read on ${node.id}`).toBe('COMPLETED');
+    replies.push(ended.outcome?.reply);
   }
   const history = (await world.admin.lrange(world.keys(sessionId).history, 0, -1)).map(
     (json) => JSON.parse(json) as { role: string; content: string; stop?: string },
@@ -107,6 +108,21 @@ async function expectResumedRun(
   expect(whole).toMatch(/^You said: "tell me about runplane"\. /);
   expect(whole).toMatch(/to see the tools at work\.$/);
   expect(whole.match(/You said/g)).toHaveLength(1);
+  // One run, one reply: the run's outcome is the whole reply, read on every instance.
+  expect(replies).toEqual(readers.map(() => whole));
+  // The run's words logged up to `safe_point_seq` are the cut reply, so a reader that drops
+  // those logged after it (the resumed attempt streams them again) reads the whole reply, each
+  // word once (README "Cluster").
+  const cutAt = resumed[0]?.payload.safe_point_seq as number;
+  const resumedSeq = resumed[0]?.seq ?? 0;
+  const words = (keep: (seq: number) => boolean) =>
+    own
+      .filter((e) => e.type === 'agent.message_delta' && keep(e.seq))
+      .map((e) => String(e.payload.delta))
+      .join('');
+  expect(cutAt).toBeLessThan(resumedSeq);
+  expect(words((seq) => seq <= cutAt)).toBe(cut?.content);
+  expect(words((seq) => seq <= cutAt || seq > resumedSeq)).toBe(whole);
   return { resumedEvent: resumed[0]! };
 }
 

@@ -49,6 +49,47 @@ function logRun(
   append(end[0], end[1]);
 }
 
+/**
+ * Appends to a session's log the events of a run resumed on another instance (failover
+ * `resume`), in the order and shapes a cluster logs them (README "Cluster"): the first attempt
+ * streams a sentence, reaches its safe point, streams two words more and its holder dies; the
+ * next holder logs `run.resumed {safe_point_seq}` and the second attempt, in a message of its
+ * own, streams the reply from the safe point on: the two words again, then the rest.
+ *
+ * @returns `resume()`, which logs the resume and the second attempt to the run's end
+ */
+function logLostRun(sessionId: string, runId: string) {
+  const key = { ownerId: 'dev', sessionId };
+  const append = (type: string, payload: Record<string, unknown>) =>
+    pages.server.runtime.eventLog.append({}, key, { runId, type, payload, at: clock.now() });
+  const stream = (messageId: string, step: number, words: string[]) => {
+    for (const delta of words) {
+      append('agent.message_delta', { message_id: messageId, step, delta });
+    }
+  };
+  append('user.message', { run_id: runId, text: 'tell me about runplane', strategy: 'enqueue' });
+  append('session.run_queued', { run_id: runId });
+  append('run.status', { from: 'CREATED', to: 'QUEUED' });
+  append('session.run_started', { run_id: runId });
+  append('run.status', { from: 'QUEUED', to: 'RUNNING' });
+  stream('m-first', 1, ['You ', 'said: ', 'hello. ']);
+  const safePointSeq = pages.server.runtime.eventLog.lastSeq({}, key);
+  const safePointAt = clock.now();
+  stream('m-first', 1, ['This ', 'reply ']); // logged, then the holder died
+  return () => {
+    append('run.resumed', {
+      attempt: 2,
+      safe_point: 'afterChatModel',
+      safe_point_at: safePointAt,
+      safe_point_seq: safePointSeq,
+    });
+    stream('m-second', 2, ['This ', 'reply ', 'streams.']);
+    append('agent.message', { message_id: 'm-second', step: 2, content: 'This reply streams.' });
+    append('run.status', { from: 'RUNNING', to: 'COMPLETED' });
+    append('run.completed', { reason: 'completed' });
+  };
+}
+
 describe.skipIf(skipBrowser)('the chat page at /', () => {
   it('shows tool calls as cards, asks for approval, and is operable with the keyboard', async () => {
     const page = await pages.browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -295,6 +336,40 @@ describe.skipIf(skipBrowser)('the chat page at /', () => {
     expect(new Set(colours.values()).size).toBe(colours.size);
     expect(colours.size).toBe(6);
     await shoot(page, 'chat-1280-light');
+    await page.close();
+  });
+
+  it('shows a run resumed on another instance once, from its safe point, with a note', async () => {
+    const page = await pages.browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await open(page);
+    const sessionId = await newSession(page);
+    const resume = logLostRun(sessionId, 'run-resumed');
+    const reply = turn(page, 0).locator('.reply');
+    await page.waitForFunction(() =>
+      document.querySelector('article.turn .reply')?.textContent?.endsWith('This reply '),
+    );
+    // Live: the words after the safe point go, and the second attempt streams them again.
+    resume();
+    await page.waitForFunction(
+      () => document.querySelector('article.turn')?.getAttribute('data-outcome') === 'completed',
+    );
+    const whole = 'You said: hello. This reply streams.';
+    expect(await reply.textContent()).toBe(whole);
+    expect(await reply.locator('.bubble.text').allTextContents()).toEqual([
+      'You said: hello. ',
+      'This reply streams.',
+    ]);
+    const note = turn(page, 0).locator('.resumed');
+    expect(await note.textContent()).toBe(
+      'Resumed on another instance from its last safe point (attempt 2)',
+    );
+    expect(await note.isVisible()).toBe(true);
+    expect(blocking(await axeViolations(page))).toEqual([]);
+    // From the history (a reload): the same.
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+    expect(await reply.textContent()).toBe(whole);
+    expect(await note.textContent()).toMatch(/^Resumed on another instance/);
     await page.close();
   });
 

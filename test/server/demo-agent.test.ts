@@ -223,7 +223,8 @@ describe('createDemoAgent', () => {
       await new Promise((resolve) => setImmediate(resolve));
     }
     const whole = planDemoReply([{ role: 'user', content: 'hello' }]).words.join('');
-    expect((await result).reply).toBe(whole.slice(partial.length));
+    // The same run as the lost attempt: its reply is the whole reply.
+    expect((await result).reply).toBe(whole);
     const history = await runtime.sessionStore.load({}, key);
     expect(history.map((m) => [m.role, m.content, 'stop' in m ? m.stop : undefined])).toEqual([
       ['user', 'hello', undefined],
@@ -455,6 +456,19 @@ describe('parseServeArgs', () => {
       { RUNPLANE_FAILOVER_MAX_ATTEMPTS: 'x' },
       /`failover-max-attempts` to be an integer from 1 to 100, got "x"/,
     ],
+    // Empty is a bad number too (an unset variable in a script), never "use the default".
+    [
+      ['--redis', 'redis://h:1', '--failover-max-attempts', ''],
+      {},
+      /`failover-max-attempts` to be an integer from 1 to 100, got ""/,
+    ],
+    [
+      ['--redis', 'redis://h:1'],
+      { RUNPLANE_FAILOVER_MAX_ATTEMPTS: '' },
+      /`failover-max-attempts` to be an integer from 1 to 100, got ""/,
+    ],
+    [['--port', ''], {}, /`port` to be an integer from 0 to 65535, got ""/],
+    [[], { RUNPLANE_GRACE_MS: '' }, /`grace-ms` to be an integer from 0 to 3600000, got ""/],
     [
       ['--redis', 'redis://h:1', '--lease-ttl-ms', '10'],
       {},

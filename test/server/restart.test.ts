@@ -146,5 +146,10 @@ describe('runplane serve as a process', () => {
     await expect(spawnServer(['--port', 'eighty'])).rejects.toThrow(
       /exited \(2\)[\s\S]*expected `port` to be an integer from 0 to 65535[\s\S]*--tokens/,
     );
+    await expect(
+      spawnServer(['--redis', 'redis://127.0.0.1:1/0', '--failover-max-attempts', '']),
+    ).rejects.toThrow(
+      /exited \(2\)[\s\S]*expected `failover-max-attempts` to be an integer from 1 to 100, got ""/,
+    );
   });
 });
