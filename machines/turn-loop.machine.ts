@@ -51,7 +51,8 @@
  */
 import { assign, enqueueActions, not } from 'xstate';
 import { cancelReason } from './turn-loop.requests.js';
-import { planNextTurn, turnEndingEffect, turnLoopSetup, turnRelease } from './turn-loop.setup.js';
+import { planNextTurn, turnEndingEffect, turnRelease } from './turn-loop.rules.js';
+import { turnLoopSetup } from './turn-loop.setup.js';
 import type {
   LoopEnding,
   SaveCheckpointInput,

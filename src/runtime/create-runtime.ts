@@ -2,17 +2,15 @@
  * createRuntime: the entry point, a façade over the actor tree (docs/architecture.md, "The
  * actor tree"): one root actor per session, whose children are its runs, whose children are
  * their nested runs. The runtime binds the pure machines to the world (clock, event log,
- * agents), keeps the table of run executors keyed by run id, and answers lookups through the
- * session actors' systems.
+ * agents) and keeps the table of run executors keyed by run id. Its lookups through the session
+ * actors' systems are in `runtime-lookups.ts`, its event log appends in `runtime-events.ts`, its
+ * shutdown in `runtime-shutdown.ts`.
  *
  * @module
  */
 import { trace } from '@opentelemetry/api';
-import { createActor } from 'xstate';
 import { fromClockTimer } from '../../machines/clock-timer.js';
-import { CancelMode, type CancelRequest } from '../../machines/cancel-request.js';
 import { provideNestedRuns, runMachine } from '../../machines/run.machine.js';
-import { runtimeMachine } from '../../machines/runtime.machine.js';
 import { terminalRunStatuses } from '../../machines/run.types.js';
 import { sessionMachine } from '../../machines/session.machine.js';
 import { createAgentServices } from '../agent/agent-services.js';
@@ -21,16 +19,10 @@ import { systemClock } from '../clock.js';
 import {
   InvalidArgumentError,
   isCancellation,
-  RunplaneError,
   SessionQueueFullError,
   ShuttingDownError,
 } from '../errors.js';
-import {
-  toSessionKeyString,
-  type RunplaneEvent,
-  type SessionKey,
-  type StoreContext,
-} from '../events/event-log.js';
+import type { RunplaneEvent, SessionKey } from '../events/event-log.js';
 import { createMemoryEventLog } from '../events/memory-event-log.js';
 import { guardInspect } from '../guard-inspect.js';
 import { setInspectorOf } from './runtime-inspector.js';
@@ -45,10 +37,12 @@ import { AgentRun } from '../run/agent-run.js';
 import { RunExecutor, type RunHost } from '../run/run-executor.js';
 import { describeError, logStatusChange } from '../run/run-log.js';
 import { SessionHost } from '../session/session-host.js';
-import type { Session } from '../session/session.js';
 import { createMemorySessionStore } from '../stores/memory-session-store.js';
 import { parseOptions } from '../validation.js';
 import { RunSlots } from './run-slots.js';
+import { createRuntimeEvents } from './runtime-events.js';
+import { createRunRegistry, createSessionLookup, keyOf } from './runtime-lookups.js';
+import { createRuntimeShutdown } from './runtime-shutdown.js';
 import { SessionEviction } from './session-eviction.js';
 import {
   approvalSchema,
@@ -56,30 +50,14 @@ import {
   isValidPrepare,
   prepareSchema,
   runtimeOptionsSchema,
-  sessionKeySchema,
-  shutdownSchema,
   spawnOptionsSchema,
   type PrepareOptions,
   type RuntimeOptions,
 } from './runtime-options.js';
-import type { RunRegistry, Runtime } from './runtime-types.js';
+import type { Runtime } from './runtime-types.js';
 
 export type { PrepareOptions, RuntimeOptions } from './runtime-options.js';
 export type { RunRegistry, Runtime } from './runtime-types.js';
-
-const keyOf = (ownerId: string, sessionId: string) => toSessionKeyString({ ownerId, sessionId });
-
-/** The store context of the runtime's own appends: no signal (one object, not one per event). */
-const noStoreContext: StoreContext = Object.freeze({});
-
-const shutdownRequest = (reason: string): CancelRequest => ({
-  mode: CancelMode.Immediate,
-  deadlineAt: undefined,
-  recursive: true,
-  cause: 'shutdown',
-  reason,
-  initiator: 'shutdown',
-});
 
 /**
  * Creates a runtime.
@@ -173,7 +151,7 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
           const run = executors.get(context.runId);
           if (run !== undefined)
             append(run, 'run.unsettled', { unwind_timeout_ms: unwindTimeoutMs });
-          if (shuttingDown()) abandonedDuringShutdown = true;
+          noteAbandoned();
         },
         reportSettled: ({ context }, output) => executors.get(context.runId)?.settle(output),
         reportRunError: (_, { runId, error }) => failRun(runId, error),
@@ -242,56 +220,13 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
   });
   const touch = (host: SessionHost): void => eviction.touch(host);
 
-  // Listeners are called in a microtask, in log order, never inside an actor's transition: a
-  // listener that cancels or starts runs cannot re-enter a run mid-step.
-  const pendingNotifications: Array<[RunplaneEvent, SessionKey]> = [];
-  const flushNotifications = () => {
-    for (const [event, key] of pendingNotifications.splice(0)) {
-      for (const listener of listeners) {
-        try {
-          listener(event, key);
-        } catch (error) {
-          reportError(error);
-        }
-      }
-    }
-  };
-
-  function append(run: RunExecutor, type: string, payload: Record<string, unknown>): void {
-    const key = run.sessionKey;
-    let event: RunplaneEvent;
-    try {
-      event = eventLog.append(noStoreContext, key, {
-        runId: run.id,
-        type,
-        payload,
-        at: clock.now(),
-      });
-    } catch (error) {
-      // The run's lifecycle goes on; the lost event is reported, never silently dropped.
-      reportError(
-        new RunplaneError('STORE_FAILED', `could not log ${type} of run ${run.id}`, {
-          cause: error,
-        }),
-      );
-      return;
-    }
-    telemetry.logged(run, type, payload, event.at);
-    if (listeners.size === 0) return;
-    if (pendingNotifications.push([event, key]) === 1) queueMicrotask(flushNotifications);
-  }
-
-  /**
-   * The session log's last seq now: nothing of a run prepared now (its id is fresh) lies at or
-   * before it, so reading the run's events can start there. 0 (read all) if the store fails.
-   */
-  const logEndOf = (key: SessionKey): number => {
-    try {
-      return eventLog.lastSeq(noStoreContext, key);
-    } catch {
-      return 0;
-    }
-  };
+  const { append, logEndOf } = createRuntimeEvents(
+    eventLog,
+    clock,
+    telemetry,
+    reportError,
+    listeners,
+  );
 
   /** Creates a run's executor and handle and registers them (its actor comes next). */
   const register = <TOutput>(init: {
@@ -398,149 +333,17 @@ export function createRuntime(options: RuntimeOptions = {}): Runtime {
     telemetry,
   };
 
-  /** A run still live for exactly this owner and session (found through the session's system). */
-  const findLive = (ownerId: string, sessionId: string, runId: string): RunExecutor | undefined =>
-    sessions.get(keyOf(ownerId, sessionId))?.runActor(runId) === undefined
-      ? undefined
-      : executors.get(runId);
+  const runs = createRunRegistry(sessions, executors, eventLog);
+  const session = createSessionLookup(sessions, executors);
 
-  const answer = (
-    ownerId: string,
-    sessionId: string,
-    runId: string,
-    act: (run: RunExecutor) => void,
-  ): 'accepted' | 'not_found' | 'ended' => {
-    const run = findLive(ownerId, sessionId, runId);
-    if (run !== undefined) {
-      if (terminalRunStatuses.has(run.status)) return 'ended';
-      act(run);
-      return 'accepted';
-    }
-    return eventLog.hasRun({}, { ownerId, sessionId }, runId) ? 'ended' : 'not_found';
-  };
-
-  const runs: RunRegistry = {
-    find: (ownerId, sessionId, runId) => findLive(ownerId, sessionId, runId)?.handle,
-    cancel: (ownerId, sessionId, runId, cancelOptions) =>
-      answer(ownerId, sessionId, runId, (run) => run.handle?.cancel(cancelOptions)),
-    interrupt: (ownerId, sessionId, runId, message) =>
-      answer(ownerId, sessionId, runId, (run) => run.interruptWith(message, 'interrupt')),
-    get size() {
-      return executors.size;
-    },
-  };
-
-  const session = (ownerId: string, sessionId: string): Session => {
-    parseOptions(sessionKeySchema, { ownerId, sessionId }, 'session');
-    const peek = () => sessions.get(keyOf(ownerId, sessionId));
-    return {
-      ownerId,
-      sessionId,
-      get activeRunId() {
-        return peek()?.activeRunId;
-      },
-      get queuedRunIds() {
-        return peek()?.queuedRunIds ?? [];
-      },
-      get busy() {
-        return peek()?.busy ?? false;
-      },
-      interrupt(message) {
-        const activeRunId = peek()?.activeRunId;
-        const run = activeRunId === undefined ? undefined : executors.get(activeRunId);
-        if (run === undefined || run.status !== 'RUNNING') return 'idle';
-        run.interruptWith(message, 'interrupt');
-        return 'accepted';
-      },
-      cancelAll(cancelAllOptions = {}) {
-        const host = peek();
-        if (host === undefined) return 0;
-        const ids = host.queuedRunIds;
-        if (cancelAllOptions.includeActive === true && host.activeRunId !== undefined)
-          ids.unshift(host.activeRunId);
-        let cancelled = 0;
-        for (const runId of ids) {
-          if (executors.get(runId)?.handle?.cancel({ reason: 'cancelAll' }).contributed === true)
-            cancelled++;
-        }
-        return cancelled;
-      },
-      onIdle() {
-        return peek()?.onIdle() ?? Promise.resolve();
-      },
-    };
-  };
-
-  const eachLive = (act: (run: RunExecutor) => void) => {
-    for (const run of [...executors.values()]) if (executors.has(run.id)) act(run);
-  };
-  // The runtime machine's effects on runs happen one microtask after its transition (in order),
-  // never inside it: a run that takes a cancel spawns, stops and tells its children in its own
-  // step, and XState's actions must not drive other actors imperatively.
-  const afterTransition = (effect: () => void) => () => queueMicrotask(effect);
-  const runtimeActor = createActor(
-    runtimeMachine.provide({
-      actions: {
-        cancelWaitingRuns: afterTransition(() =>
-          eachLive((run) => {
-            if (run.status === 'CREATED' || run.status === 'QUEUED') {
-              run.cancelWith(shutdownRequest('runtime shutdown'));
-            }
-          }),
-        ),
-        interruptRunningRuns: afterTransition(() =>
-          eachLive((run) => {
-            if (run.status === 'RUNNING') run.interruptWith('runtime shutdown', 'shutdown');
-          }),
-        ),
-        cancelRemainingRuns: afterTransition(() =>
-          eachLive((run) => run.cancelWith(shutdownRequest('shutdown grace period over'))),
-        ),
-        // Runs during the transition into draining/forcing: the snapshot still says accepting.
-        checkSettled: () => {
-          if (executors.size === 0) {
-            runtimeActor.send({ type: 'runtime.all_settled', abandoned: abandonedDuringShutdown });
-          }
-        },
-        stopSessions: () => {
-          eviction.stop();
-          for (const host of sessions.values()) host.actor.stop();
-          sessions.clear();
-        },
-      },
-    }),
-    { clock, inspect },
+  const { shuttingDown, notifyIfAllSettled, noteAbandoned, shutdown } = createRuntimeShutdown(
+    clock,
+    inspect,
+    reportError,
+    executors,
+    sessions,
+    eviction,
   );
-  runtimeActor.subscribe({ error: reportError });
-  runtimeActor.start();
-  // The runtime machine is flat: its value is the state name (no `matches` on the hot path).
-  const shuttingDown = () => closing || runtimeActor.getSnapshot().value !== 'accepting';
-  let abandonedDuringShutdown = false;
-  /** shutdown() was called. */
-  let closing = false;
-
-  function notifyIfAllSettled(): void {
-    if (executors.size === 0 && shuttingDown() && runtimeActor.getSnapshot().status === 'active') {
-      runtimeActor.send({ type: 'runtime.all_settled', abandoned: abandonedDuringShutdown });
-    }
-  }
-
-  const shutdownResult = new Promise<{ drained: boolean }>((resolve) => {
-    runtimeActor.subscribe({
-      complete: () => resolve({ drained: runtimeActor.getSnapshot().output?.drained ?? false }),
-    });
-  });
-
-  const shutdown = (shutdownOptions: { graceMs?: number } = {}): Promise<{ drained: boolean }> => {
-    const { graceMs } = parseOptions(shutdownSchema, shutdownOptions, 'options');
-    if (runtimeActor.getSnapshot().status === 'active') {
-      // Set first: the runtime machine's draining entry actions run before its snapshot says
-      // so, and a listener they trigger must not prepare a new run.
-      closing = true;
-      runtimeActor.send({ type: 'runtime.shutdown', graceMs: graceMs ?? 10_000 });
-    }
-    return shutdownResult;
-  };
 
   const runtime: Runtime = {
     clock,

@@ -35,25 +35,21 @@ export type {
   ScriptedAgentOptions,
   ScriptedSafePointResult,
 } from './scripted-agent.js';
+export { getReachableSnapshots, getStatePaths } from './path-traversal.js';
+export type { PathOptions } from './path-traversal.js';
+export { getEnvironment, withReactions } from './with-reactions.js';
+export type { ExecutedAction, ReactionOptions } from './with-reactions.js';
+export { getMachineCoverage } from './machine-coverage.js';
+export type { EventHandling, MachineCoverage } from './machine-coverage.js';
 export {
-  getEnvironment,
-  getMachineCoverage,
-  getReachableSnapshots,
   getReplayPaths,
-  getStatePaths,
   PathMismatchError,
   PathMismatchesError,
   replayPaths,
-  withReactions,
 } from './replay-paths.js';
 export type {
-  EventHandling,
-  ExecutedAction,
-  ReactionOptions,
-  MachineCoverage,
   PathAdapter,
   PathKind,
-  PathOptions,
   ReplayablePath,
   ReplayPathsOptions,
   ReplayReport,
