@@ -3,7 +3,9 @@
  * preemption, stop escalation and checkpoint bookkeeping (docs/architecture.md, "TurnLoop").
  * Semantics follow Eino ADK's TurnLoop, stricter where Eino has holes. Its shapes are in
  * `turn-loop.types.ts`, its request helpers in `turn-loop.requests.ts`, its turns in
- * `turn.machine.ts`.
+ * `turn.machine.ts`; the actions and guards it names are in `turn-loop.base-setup.ts` (plain
+ * assigns and guards) and `turn-loop.setup.ts` (the ones that queue other actions), with the
+ * rules both share (how a turn's end is handled, which turn comes next) in `turn-loop.rules.ts`.
  *
  * @remarks
  * Two parallel regions:
