@@ -90,7 +90,15 @@ export interface ClusterInstance {
    */
   flushed(key: SessionKey): Promise<void>;
   /**
-   * Ships what is queued, then gives the lease back (compare-and-delete).
+   * Holds back every release of the session until `write` settles: a write this holder still
+   * owes the session once it is queued (the answer of a command applied from the command Stream
+   * that answers later, `session.delete`). A release meanwhile would stop the outbox first and
+   * the write would be refused (its sender would wait out its whole timeout).
+   */
+  owe(key: SessionKey, write: Promise<unknown>): void;
+  /**
+   * Waits for the writes owed to the session (see `owe`), ships what is queued, then gives the
+   * lease back (compare-and-delete).
    *
    * @returns whether the lease was still this instance's in Redis
    */
@@ -119,6 +127,8 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
   const mirrors = new Map<string, SessionMirror>();
   /** Releases in progress, by session key string. */
   const releasing = new Map<string, Promise<boolean>>();
+  /** Writes owed to a session (`owe`), by session key string; each leaves once settled. */
+  const owed = new Map<string, Set<Promise<unknown>>>();
   const recordMirrors: RecordMirror[] = [];
   const watcher = createTailWatcher(resolved);
 
@@ -245,11 +255,30 @@ export function createClusterInstance(options: ClusterInstanceOptions): ClusterI
       await heldMirror(key).outbox.flushed();
     },
 
+    owe(key, write) {
+      const k = toSessionKeyString(key);
+      const writes = owed.get(k) ?? new Set<Promise<unknown>>();
+      owed.set(k, writes);
+      const settled = write.then(
+        () => undefined,
+        () => undefined,
+      );
+      writes.add(settled);
+      void settled.then(() => {
+        writes.delete(settled);
+        if (writes.size === 0 && owed.get(k) === writes) owed.delete(k);
+      });
+    },
+
     release(key) {
       const k = toSessionKeyString(key);
       const running = releasing.get(k);
       if (running !== undefined) return running;
       const released = (async () => {
+        // A write owed meanwhile (a later command's answer) is waited for as well.
+        for (let writes = owed.get(k); writes !== undefined; writes = owed.get(k)) {
+          await Promise.all(writes);
+        }
         const mirror = mirrorOf(key);
         if (mirror !== undefined) {
           // Until nothing is left to ship: a write queued while a batch was on its way counts.

@@ -24,8 +24,9 @@
  * taking the lease (so no batch of the old fence can land after) and applies the command again,
  * for the first time durably; its sender gets that answer. One exception: `session.delete`
  * answers once the session's runs have settled, so its answer follows in a later batch than its
- * cursor; a holder lost between the two leaves the sender with `COMMAND_TIMEOUT` (the delete is
- * durable; the answer is lost).
+ * cursor (a release of the session here, the delete's own or the watch's, waits for it:
+ * `ClusterInstance.owe`); a holder lost between the two leaves the sender with
+ * `COMMAND_TIMEOUT` (the delete is durable; the answer is lost).
  *
  * @module
  * @internal
@@ -167,8 +168,9 @@ export function createClusterSessionAccess(
       const json = await Promise.race([pending, nextMacrotask()]);
       traceCommand(entry.requestId, 'a.executed');
       if (json !== undefined) answer(json);
-      // Still waiting (a delete waits for its runs): the answer follows in a later batch.
-      else void pending.then(answer).catch(reportUnlessLost);
+      // Still waiting (a delete waits for its runs): the answer follows in a later batch, and
+      // no release of the session (the delete's own, or the watch's) may come before it.
+      else cluster.owe(key, pending.then(answer).catch(reportUnlessLost));
     } finally {
       close();
     }

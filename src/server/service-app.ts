@@ -190,6 +190,13 @@ const idempotencyLockMs = 30_000;
 /** `Retry-After` of a 503 `shutting_down`, in seconds. */
 const shutdownRetryAfterSeconds = 5;
 
+/**
+ * `Retry-After` of a 504 `command_timeout` (a cluster's holder did not answer), in seconds: the
+ * wait outlasted a lease TTL, so a dead holder's session has moved by then; the client reads the
+ * session before it retries, since the command may still be applied (README "Cluster").
+ */
+const commandTimeoutRetryAfterSeconds = 2;
+
 const positiveInt = z
   .number({ error: 'a positive integer' })
   .int({ error: 'a positive integer' })
@@ -334,6 +341,9 @@ export function createServiceApp(options: ServiceOptions): Service {
         : toHttpError(error);
     if (httpError.code === 'store_unavailable') {
       c.header('Retry-After', String(storeRetryAfterSeconds));
+    }
+    if (httpError.code === 'command_timeout') {
+      c.header('Retry-After', String(commandTimeoutRetryAfterSeconds));
     }
     if (httpError.code === 'internal' || httpError.code === 'store_failed') reportError(error);
     if (httpError.code === 'shutting_down') {

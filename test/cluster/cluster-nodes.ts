@@ -32,7 +32,7 @@ import type { Agent } from '../../src/run/agent.js';
 import { createRuntime } from '../../src/runtime/create-runtime.js';
 import type { Runtime } from '../../src/runtime/runtime-types.js';
 import { createTokenAuthenticator } from '../../src/server/auth.js';
-import { createServiceApp } from '../../src/server/service-app.js';
+import { createServiceApp, type Service } from '../../src/server/service-app.js';
 import { openSqliteDatabase } from '../../src/stores/sqlite/database.js';
 import { createSqliteIdempotencyKeys } from '../../src/stores/sqlite/idempotency-keys.js';
 import { createSqliteInbox } from '../../src/stores/sqlite/inbox.js';
@@ -56,9 +56,14 @@ export interface ClusterNode {
     readonly fence: number;
     readonly seq: number;
   }>;
+  /** The node's HTTP service (`app.request`), which takes {@link clusterNodeToken} as alice's. */
+  readonly app: Service['app'];
   /** Stops the access and the instance without releasing leases (they expire in Redis). */
   die(): Promise<void>;
 }
+
+/** The bearer token of owner `alice` on every node's {@link ClusterNode.app}. */
+export const clusterNodeToken = 'cluster-node-token';
 
 export interface NodeOptions {
   readonly instance?: Omit<ClusterInstanceOptions, 'redis' | 'instanceId' | 'clock'> & {
@@ -214,7 +219,7 @@ export function useClusterNodes() {
       agent: recorder === undefined ? agent : recorder.wrap(agent),
       sessions,
       runs: filter?.runs ?? runs,
-      authenticate: createTokenAuthenticator(new Map()),
+      authenticate: createTokenAuthenticator(new Map([[clusterNodeToken, 'alice']])),
       idempotencyKeys: createSqliteIdempotencyKeys({ database }),
       reportError: () => undefined,
       sessionAccess: (local) =>
@@ -241,7 +246,17 @@ export function useClusterNodes() {
       database.close();
       rmSync(dir, { recursive: true, force: true });
     });
-    return { cluster, access: access!, runtime, clock, started, appended, grants, die };
+    return {
+      cluster,
+      access: access!,
+      runtime,
+      clock,
+      started,
+      appended,
+      grants,
+      app: built.app,
+      die,
+    };
   };
   return Object.assign(node, { closeAll });
 }

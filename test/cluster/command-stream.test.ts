@@ -16,6 +16,7 @@ import { skipRedis } from '../redis/redis-server.js';
 import { pollUntil, useCluster, type ClusterScene } from './cluster-helpers.js';
 import {
   cancelCommand,
+  clusterNodeToken,
   createCommand,
   messageCommand,
   runIdOf,
@@ -363,5 +364,29 @@ describe.skipIf(skipRedis)('commands for a session held elsewhere', () => {
     const [answerKey] = await scene.admin.keys(scene.keys.answer('*'));
     expect(await scene.admin.pttl(answerKey!)).toBeGreaterThan(20_000);
     expect(await loggedMessages(a)).toEqual(['p1', 'p2']);
+  });
+
+  it('a command timeout is 504 command_timeout over HTTP, a JSON body with Retry-After', async () => {
+    const scene = cluster.scene(key);
+    const a = node(scene, 'A');
+    const b = node(scene, 'B', { access: { nudgeHolders: false, commandTimeoutMs: 5_000 } });
+    await a.access.execute(createCommand(key));
+    // A holds the session; unnudged and with its clock still (no renew beat), it never applies.
+    const answer = b.app.request(`/api/sessions/${key.sessionId}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${clusterNodeToken}` },
+    });
+    await streamLength(scene, 1);
+    b.clock.increment(5_000);
+    const response = await answer;
+    // Before: 504 without Retry-After, unlike the cluster's other 5xx answers.
+    expect(response.status).toBe(504);
+    expect(response.headers.get('retry-after')).toBe('2');
+    expect(await response.json()).toMatchObject({
+      error: {
+        code: 'command_timeout',
+        message: expect.stringContaining('COMMAND_TIMEOUT') as unknown,
+      },
+    });
   });
 });
