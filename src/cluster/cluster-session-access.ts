@@ -54,6 +54,7 @@ import {
   type NudgedEntry,
 } from './command-stream.js';
 import { createClusterReads } from './cluster-reads.js';
+import { subscribeAfterHandshake } from './redis-subscriber.js';
 import { traceCommand, traceNow } from './command-trace.js';
 import { createCommandWaiters } from './command-waiters.js';
 import { createHolderHints } from './holder-hints.js';
@@ -297,7 +298,7 @@ export function createClusterSessionAccess(
       void pump({ ownerId: message.o, sessionId: message.s }, message.entry);
     }
   });
-  const ready = subscriber.subscribe(cluster.channelOf()).then(() => undefined);
+  const ready = subscribeAfterHandshake(subscriber, cluster.channelOf());
   ready.catch(() => undefined); // awaited by every command
 
   // The backstop: each renew round re-reads the Stream of every session held here.

@@ -11,6 +11,7 @@
 import type { Redis } from 'ioredis';
 import type { ResolvedClusterOptions } from './cluster-options.js';
 import type { SessionKeys } from './keys.js';
+import { subscribeAfterHandshake } from './redis-subscriber.js';
 
 /** @internal One session's followers on this instance. */
 export interface TailWatch {
@@ -108,9 +109,9 @@ export function createTailWatcher(options: ResolvedClusterOptions): TailWatcher 
           version: 0,
           seq: -1,
           waiters: new Set(),
-          subscribed: connection()
-            .subscribe(channel)
-            .then(() => undefined),
+          // A second session followed while the connection is still connecting must not
+          // subscribe mid-handshake (see subscribeAfterHandshake).
+          subscribed: subscribeAfterHandshake(connection(), channel),
         };
         watched.set(channel, state);
         armPoll();
