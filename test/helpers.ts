@@ -26,6 +26,9 @@ export function tick(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
+/** The session most run and session tests run in: owner `alice`, session `s1`. */
+export const owner = { ownerId: 'alice', sessionId: 's1' };
+
 /** A runtime on a {@link SimulatedClock}; errors reported by the runtime are collected. */
 export function createTestRuntime(options: RuntimeOptions = {}) {
   const clock = new SimulatedClock();

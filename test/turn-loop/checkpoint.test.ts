@@ -1,7 +1,7 @@
 /**
  * Checkpoint rules of the TurnLoop (issue 3, "Checkpoints"): when it is saved, loaded,
  * deleted, and what a bad one does. Stores are in memory here; the SQLite round trip is in
- * conformance.test.ts.
+ * conformance-checkpoint.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import {
