@@ -82,7 +82,8 @@ export interface ReActResumeInput {
    * `resume`: the holder died, or a drain cut the run without saving it, README "Cluster"):
    * the run starts from the state's messages, its user message first, and its `partial` reply
    * as a cut reply (`stop: 'cancelled'`), and saves them with the rest of the turn at its end;
-   * its {@link ReActResult.reply} is then the whole reply, the cut replies before it.
+   * its {@link ReActResult.reply} is then the whole reply, the cut replies before it. Tool
+   * calls of the state's last reply that have no result in it run first (README "Agents").
    * Absent: the cut run's cancel saved the turn, and the state's messages are not added again.
    */
   readonly carried?: boolean | undefined;

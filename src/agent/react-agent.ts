@@ -47,7 +47,11 @@ export type {
  * counts its steps on from `state.step`; the session history already holds the turn up to the
  * cut (its cancel saved it), so the model continues from there. With `carried: true` (a
  * cluster's failover, where nothing saved the turn) the state's messages and its partial reply
- * are the turn so far, saved with the rest at the run's end.
+ * are the turn so far, saved with the rest at the run's end. When the run starts from the
+ * state's messages (`carried`, or no session history) and they end with a reply whose tool
+ * calls have no result there (an `afterChatModel` safe point: they had not run), it runs those
+ * calls first (then `afterToolCalls`), then calls the model; a call the state answers is not
+ * run again. From a session history they stand as the cut saved them (a `cancelled` result each).
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run

@@ -31,6 +31,7 @@ import {
   type ReActStopReason,
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
+import { trailingCutReply, unansweredCalls, type ResumedCalls } from './resumed-turn.js';
 import type { Tool } from './tool.js';
 
 /** Streamed text that has just completed a sentence: `.`, `!` or `?` (maybe quoted) before whitespace. */
@@ -80,6 +81,11 @@ export class ReActExecution {
   #carriedReply = '';
   /** The id of the message that continues {@link #carriedReply} (the run's first model call). */
   #continuationId: string | undefined;
+  /**
+   * A resumed turn's tool calls that had not run: those of the reply its state ends with (an
+   * `afterChatModel` safe point), not answered there. The run runs them before its first step.
+   */
+  #resumedCalls: ResumedCalls | undefined;
 
   constructor(
     options: ReActAgentOptions,
@@ -102,7 +108,10 @@ export class ReActExecution {
       // A carried turn (a cluster's failover) was saved nowhere: it comes with the input.
       this.#steps = input.resume.step;
       const { messages, partial } = input.resume;
-      if (!saveHistory || input.carried === true) this.#produced.push(...messages);
+      if (!saveHistory || input.carried === true) {
+        this.#produced.push(...messages);
+        this.#resumedCalls = unansweredCalls(messages);
+      }
       if (input.carried === true && partial !== undefined && partial !== '') {
         this.#produced.push({
           role: 'assistant',
@@ -119,6 +128,14 @@ export class ReActExecution {
     const ctx = this.#ctx;
     const maxSteps = this.#options.maxSteps ?? 10;
     let last: AssistantMessage | undefined;
+    const resumed = this.#resumedCalls;
+    if (resumed !== undefined) {
+      this.#resumedCalls = undefined;
+      last = resumed.reply;
+      this.#pending = { calls: resumed.calls, results: new Map() };
+      const ended = await this.#act(last.id, this.#steps);
+      if (ended !== undefined) return ended;
+    }
     while (this.#steps < maxSteps) {
       if (ctx.interruptRequested) return this.#finishInterrupted();
       const step = ++this.#steps;
@@ -153,18 +170,29 @@ export class ReActExecution {
       }
       this.#pending = { calls: turn.toolCalls, results: new Map() };
       ctx.safePoint('afterChatModel', { step, messages: [...this.#produced] });
-      if (ctx.interruptRequested) {
-        for (const call of turn.toolCalls) {
-          this.#recordResult(messageId, toolResult(call, 'interrupted', notRunContent.interrupted));
-        }
-        this.#commitResults();
-        return this.#finishInterrupted();
-      }
-      await this.#runTools(messageId);
-      this.#commitResults();
-      ctx.safePoint('afterToolCalls', { step, messages: [...this.#produced] });
+      const ended = await this.#act(messageId, step);
+      if (ended !== undefined) return ended;
     }
     return this.#finish(last, 'max_steps');
+  }
+
+  /**
+   * Runs the pending tool calls of reply `messageId` (of `step`) and reports `afterToolCalls`;
+   * on an interrupt they do not run, and the run ends with its recovery reply (returned).
+   */
+  async #act(messageId: string, step: number): Promise<ReActResult | undefined> {
+    const ctx = this.#ctx;
+    if (ctx.interruptRequested) {
+      for (const call of this.#pending?.calls ?? []) {
+        this.#recordResult(messageId, toolResult(call, 'interrupted', notRunContent.interrupted));
+      }
+      this.#commitResults();
+      return this.#finishInterrupted();
+    }
+    await this.#runTools(messageId);
+    this.#commitResults();
+    ctx.safePoint('afterToolCalls', { step, messages: [...this.#produced] });
+    return undefined;
   }
 
   /** Saves what the run produced, once; never rejects (a failure is a `session.error` event). */
@@ -441,18 +469,4 @@ export class ReActExecution {
       messages: [...this.#produced],
     };
   }
-}
-
-/** The text of the cut replies (`stop: 'cancelled'`) that end a carried turn's messages, in order. */
-function trailingCutReply(messages: readonly ChatMessage[]): string {
-  let start = messages.length;
-  while (start > 0) {
-    const message = messages[start - 1];
-    if (message?.role !== 'assistant' || message.stop !== 'cancelled') break;
-    start--;
-  }
-  return messages
-    .slice(start)
-    .map((message) => message.content)
-    .join('');
 }

@@ -1,5 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ChatChunk, ChatModel } from '../../src/agent/chat-model.js';
@@ -8,6 +7,7 @@ import { createOpenAIModel } from '../../src/agent/openai-model.js';
 import { createReActAgent } from '../../src/agent/react-agent.js';
 import { defineTool } from '../../src/agent/tool.js';
 import { deferred, owner, session, setup, startReActRun } from './helpers.js';
+import { chunk, delta, done, startWireServer, type WireHandler } from './openai-server.js';
 
 // A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions streaming wire format.
 
@@ -16,24 +16,11 @@ interface Received {
   readonly authorization: string | undefined;
   readonly body: Record<string, unknown>;
 }
-type Handler = (res: ServerResponse, body: Record<string, unknown>, req: IncomingMessage) => void;
-
-let server: Server;
+let server: Awaited<ReturnType<typeof startWireServer>>;
 let baseURL: string;
-let handlers: Handler[] = [];
+let handlers: WireHandler[] = [];
 let received: Received[] = [];
 
-const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-  `data: ${JSON.stringify({
-    id: 'chatcmpl-1',
-    object: 'chat.completion.chunk',
-    created: 1_700_000_000,
-    model: 'test-model',
-    choices,
-    ...extra,
-  })}\n\n`;
-const delta = (d: Record<string, unknown>, finish: string | null = null) =>
-  chunk([{ index: 0, delta: d, finish_reason: finish }]);
 const usage = (prompt: number, completion: number) =>
   chunk([], {
     usage: {
@@ -42,7 +29,6 @@ const usage = (prompt: number, completion: number) =>
       total_tokens: prompt + completion,
     },
   });
-const done = 'data: [DONE]\n\n';
 
 function startSse(res: ServerResponse): void {
   res.writeHead(200, {
@@ -52,7 +38,7 @@ function startSse(res: ServerResponse): void {
   });
 }
 
-function sse(frames: string[]): Handler {
+function sse(frames: string[]): WireHandler {
   return (res) => {
     startSse(res);
     for (const frame of frames) res.write(frame);
@@ -64,7 +50,7 @@ function errorAnswer(
   status: number,
   message: string,
   headers: Record<string, string> = {},
-): Handler {
+): WireHandler {
   return (res) => {
     res.writeHead(status, { 'content-type': 'application/json', ...headers });
     res.end(JSON.stringify({ error: { message, type: 'test_error', code: null } }));
@@ -72,29 +58,19 @@ function errorAnswer(
 }
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let raw = '';
-    req.setEncoding('utf8');
-    req.on('data', (part: string) => (raw += part));
-    req.on('end', () => {
-      const body = JSON.parse(raw) as Record<string, unknown>;
-      received.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
-      const handler = handlers.shift();
-      if (handler === undefined) {
-        res.writeHead(500).end('no handler');
-        return;
-      }
-      handler(res, body, req);
-    });
+  server = await startWireServer((res, body, req) => {
+    received.push({ url: req.url ?? '', authorization: req.headers.authorization, body });
+    const handler = handlers.shift();
+    if (handler === undefined) {
+      res.writeHead(500).end('no handler');
+      return;
+    }
+    handler(res, body, req);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  baseURL = server.baseURL;
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-});
+afterAll(() => server.close());
 
 beforeEach(() => {
   handlers = [];

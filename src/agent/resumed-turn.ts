@@ -1,0 +1,51 @@
+/**
+ * What a resumed ReAct turn (`{ resume: state }`, README "Agents") starts from, read off its
+ * safe-point state's messages: the cut replies it continues, and the tool calls not run yet.
+ *
+ * @module
+ * @internal
+ */
+import type { AssistantMessage, ChatMessage, ToolCall } from './messages.js';
+
+/** @internal Tool calls of one assistant reply that have no result yet. */
+export interface ResumedCalls {
+  readonly reply: AssistantMessage;
+  readonly calls: readonly ToolCall[];
+}
+
+/**
+ * @internal The tool calls of the assistant reply that ends `messages` (only tool results
+ * after it) that no tool result there answers: at an `afterChatModel` safe point, the calls
+ * not run yet; a call answered there ran before the cut.
+ */
+export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls | undefined {
+  const answered = new Set<string>();
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message?.role === 'tool') {
+      answered.add(message.toolCallId);
+      continue;
+    }
+    if (message?.role !== 'assistant' || message.toolCalls === undefined) return undefined;
+    const calls = message.toolCalls.filter((call) => !answered.has(call.id));
+    return calls.length === 0 ? undefined : { reply: message, calls };
+  }
+  return undefined;
+}
+
+/**
+ * @internal The text of the cut replies (`stop: 'cancelled'`) that end a carried turn's
+ * messages, in order.
+ */
+export function trailingCutReply(messages: readonly ChatMessage[]): string {
+  let start = messages.length;
+  while (start > 0) {
+    const message = messages[start - 1];
+    if (message?.role !== 'assistant' || message.stop !== 'cancelled') break;
+    start--;
+  }
+  return messages
+    .slice(start)
+    .map((message) => message.content)
+    .join('');
+}
