@@ -5,6 +5,7 @@
  * @module
  * @internal
  */
+import { InvalidArgumentError } from '../errors.js';
 import type { AssistantMessage, ChatMessage, ToolCall } from './messages.js';
 
 /** @internal Tool calls of one assistant reply that have no result yet. */
@@ -17,6 +18,10 @@ export interface ResumedCalls {
  * @internal The tool calls of the assistant reply that ends `messages` (only tool results
  * after it) that no tool result there answers: at an `afterChatModel` safe point, the calls
  * not run yet; a call answered there ran before the cut.
+ *
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when that reply's `toolCalls` is
+ *   not a list of calls each with a string `id` and `name` (a state no safe point records: read
+ *   as is, the run failed on a bare TypeError)
  */
 export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls | undefined {
   const answered = new Set<string>();
@@ -27,10 +32,29 @@ export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls 
       continue;
     }
     if (message?.role !== 'assistant' || message.toolCalls === undefined) return undefined;
+    checkToolCalls(message.toolCalls);
     const calls = message.toolCalls.filter((call) => !answered.has(call.id));
     return calls.length === 0 ? undefined : { reply: message, calls };
   }
   return undefined;
+}
+
+function checkToolCalls(toolCalls: unknown): void {
+  const wellFormed =
+    Array.isArray(toolCalls) &&
+    toolCalls.every(
+      (call: unknown) =>
+        typeof call === 'object' &&
+        call !== null &&
+        typeof (call as ToolCall).id === 'string' &&
+        typeof (call as ToolCall).name === 'string',
+    );
+  if (!wellFormed) {
+    throw new InvalidArgumentError(
+      'input',
+      `expected the resumed reply's \`toolCalls\` to be a list of calls, each with a string id and name, got ${JSON.stringify(toolCalls)?.slice(0, 200)}`,
+    );
+  }
 }
 
 /**

@@ -65,7 +65,10 @@ import { defineClusterScripts } from './scripts.js';
 
 /** @internal A cluster's session access; `close()` ends its subscription and waits. */
 export interface ClusterSessionAccess extends SessionAccess {
-  /** Resolves once this instance listens on its channel (commands may be sent before). */
+  /**
+   * Resolves once this instance listens on its channel (commands may be sent before); after a
+   * failed SUBSCRIBE, each read tries again.
+   */
   readonly ready: Promise<void>;
   /**
    * Takes the session's lease when nobody holds it and catches the session up (`onAcquired`,
@@ -298,8 +301,20 @@ export function createClusterSessionAccess(
       void pump({ ownerId: message.o, sessionId: message.s }, message.entry);
     }
   });
-  const ready = subscribeAfterHandshake(subscriber, cluster.channelOf());
-  ready.catch(() => undefined); // awaited by every command
+  // Awaited by every command. A failed SUBSCRIBE (one flushed by ioredis's
+  // maxRetriesPerRequest while Redis was down) is tried again by the next command: kept, it
+  // failed every command of the instance until a restart, Redis back or not.
+  let subscribing: Promise<void> | undefined;
+  const subscribed = (): Promise<void> => {
+    if (subscribing !== undefined) return subscribing;
+    const attempt = subscribeAfterHandshake(subscriber, cluster.channelOf());
+    subscribing = attempt;
+    attempt.catch(() => {
+      if (subscribing === attempt) subscribing = undefined;
+    });
+    return attempt;
+  };
+  void subscribed();
 
   // The backstop: each renew round re-reads the Stream of every session held here.
   const stopBackstop = cluster.onRenewed(() => {
@@ -407,7 +422,7 @@ export function createClusterSessionAccess(
         `expected a command of at most ${resolved.maxCommandBytes} bytes of JSON, got ${Buffer.byteLength(json, 'utf8')}`,
       );
     }
-    await ready;
+    await subscribed();
     const key: SessionKey = { ownerId: command.ownerId, sessionId: command.sessionId };
     const creates = command.type === 'session.create';
     if (creates) await reserve(command);
@@ -446,7 +461,9 @@ export function createClusterSessionAccess(
     events: reads.events,
     idempotencyKeys: reads.idempotencyKeys,
     execute: execute as SessionAccess['execute'],
-    ready,
+    get ready() {
+      return subscribed();
+    },
     hold: async (key) => (await ensureHeld(key)).acquired,
     drain() {
       draining = true;

@@ -21,16 +21,31 @@ import type { Redis } from 'ioredis';
  * @throws whatever `connection.subscribe` rejects with (the connection's own errors)
  */
 export async function subscribeAfterHandshake(connection: Redis, channel: string): Promise<void> {
-  if (connection.status === 'connect') {
-    await new Promise<void>((resolve) => {
+  if (connection.status === 'connect') await handshakeOf(connection);
+  await connection.subscribe(channel);
+}
+
+/**
+ * The end of each connection's handshake in progress, shared by every subscribe waiting for it:
+ * one `ready` and one `close` listener per connection, however many sessions are followed
+ * meanwhile (a listener pair each went past Node's 10-listener warning at 10 sessions).
+ */
+const handshakes = new WeakMap<Redis, Promise<void>>();
+
+function handshakeOf(connection: Redis): Promise<void> {
+  let handshake = handshakes.get(connection);
+  if (handshake === undefined) {
+    handshake = new Promise<void>((resolve) => {
       const done = () => {
         connection.off('ready', done);
         connection.off('close', done);
+        handshakes.delete(connection);
         resolve();
       };
       connection.on('ready', done);
       connection.on('close', done);
     });
+    handshakes.set(connection, handshake);
   }
-  await connection.subscribe(channel);
+  return handshake;
 }

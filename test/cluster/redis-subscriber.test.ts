@@ -43,6 +43,21 @@ describe.skipIf(skipRedis)('subscribing a pub/sub connection', () => {
     expect(await subscribersOf(connect(), 'one', 'two')).toEqual([1, 1]);
   });
 
+  it('waits on one listener pair however many channels wait for the same handshake', async () => {
+    const connection = connect();
+    const listeners = () => connection.listenerCount('ready') + connection.listenerCount('close');
+    await midHandshake(connection);
+    expect(connection.status).toBe('connect');
+    const before = listeners();
+    const channels = Array.from({ length: 12 }, (_, i) => `c${i}`);
+    const subscribed = channels.map((channel) => subscribeAfterHandshake(connection, channel));
+    // A pair per waiting channel went past Node's 10-listener warning (MaxListenersExceeded).
+    expect(listeners() - before).toBe(2);
+    await expect(Promise.all(subscribed)).resolves.toHaveLength(12);
+    expect(listeners()).toBeLessThanOrEqual(before);
+    expect(await subscribersOf(connect(), ...channels)).toEqual(channels.map(() => 1));
+  });
+
   it('lets a tail watcher follow a second session while its connection is still connecting', async () => {
     const redis = connect();
     await new Promise<void>((resolve) => redis.once('ready', () => resolve()));
