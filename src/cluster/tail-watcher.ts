@@ -41,7 +41,8 @@ interface WatchState {
   /** The highest `seq` seen for the session (-1: none yet). */
   seq: number;
   readonly waiters: Set<() => void>;
-  readonly subscribed: Promise<void>;
+  /** The SUBSCRIBE of the channel; a failed one is dropped, so the next follower tries again. */
+  subscribed: Promise<void> | undefined;
 }
 
 /** @internal Creates the tail watcher of an instance; the subscriber connection is made on first use. */
@@ -109,21 +110,30 @@ export function createTailWatcher(options: ResolvedClusterOptions): TailWatcher 
           version: 0,
           seq: -1,
           waiters: new Set(),
-          // A second session followed while the connection is still connecting must not
-          // subscribe mid-handshake (see subscribeAfterHandshake).
-          subscribed: subscribeAfterHandshake(connection(), channel),
+          subscribed: undefined,
         };
         watched.set(channel, state);
         armPoll();
       }
+      if (state.subscribed === undefined) {
+        // A second session followed while the connection is still connecting must not
+        // subscribe mid-handshake (see subscribeAfterHandshake).
+        const subscribing = subscribeAfterHandshake(connection(), channel);
+        const tried = state;
+        subscribing.catch(() => {
+          if (tried.subscribed === subscribing) tried.subscribed = undefined;
+        });
+        state.subscribed = subscribing;
+      }
       state.refs++;
       const current = state;
+      const ready = state.subscribed;
       let released = false;
       return {
         get version() {
           return current.version;
         },
-        ready: current.subscribed,
+        ready,
         changed(seen, signal) {
           if (current.version !== seen || signal?.aborted === true) return Promise.resolve();
           return new Promise<void>((resolve) => {

@@ -85,4 +85,28 @@ describe.skipIf(skipRedis)('subscribing a pub/sub connection', () => {
     second.release();
     await watcher.close();
   });
+  it('lets the next follower of a session subscribe again after a failed SUBSCRIBE, while the first still holds it', async () => {
+    const redis = connect();
+    // The watcher's subscriber: no offline queue, so the SUBSCRIBE sent before it is up is
+    // really refused (in production: ioredis giving up while Redis is out of reach).
+    const subscriber = new Redis(server().url, { lazyConnect: true, enableOfflineQueue: false });
+    subscriber.on('error', () => undefined);
+    connections.push(subscriber);
+    const up = new Promise<void>((resolve) => subscriber.once('ready', () => resolve()));
+    redis.duplicate = () => subscriber;
+    const options = resolveClusterOptions({ redis, clock: new SimulatedClock() });
+    const watcher = createTailWatcher(options);
+    const keys = toSessionKeys({ ownerId: 'alice', sessionId: 's1' }, options.keyPrefix);
+    const first = watcher.watch(keys);
+    await expect(first.ready).rejects.toThrow(/enableOfflineQueue/);
+    void subscriber.connect().catch(() => undefined);
+    await up;
+    // Before the fix the session kept the failed SUBSCRIBE while any follower held it.
+    const second = watcher.watch(keys);
+    await expect(second.ready).resolves.toBeUndefined();
+    expect(await subscribersOf(connect(), keys.tailChannel)).toEqual([1]);
+    first.release();
+    second.release();
+    await watcher.close();
+  });
 });
