@@ -54,7 +54,7 @@ import {
   type NudgedEntry,
 } from './command-stream.js';
 import { createClusterReads } from './cluster-reads.js';
-import { subscribeAfterHandshake } from './redis-subscriber.js';
+import { sharedSubscription } from './redis-subscriber.js';
 import { traceCommand, traceNow } from './command-trace.js';
 import { createCommandWaiters } from './command-waiters.js';
 import { createHolderHints } from './holder-hints.js';
@@ -304,16 +304,7 @@ export function createClusterSessionAccess(
   // Awaited by every command. A failed SUBSCRIBE (one flushed by ioredis's
   // maxRetriesPerRequest while Redis was down) is tried again by the next command: kept, it
   // failed every command of the instance until a restart, Redis back or not.
-  let subscribing: Promise<void> | undefined;
-  const subscribed = (): Promise<void> => {
-    if (subscribing !== undefined) return subscribing;
-    const attempt = subscribeAfterHandshake(subscriber, cluster.channelOf());
-    subscribing = attempt;
-    attempt.catch(() => {
-      if (subscribing === attempt) subscribing = undefined;
-    });
-    return attempt;
-  };
+  const subscribed = sharedSubscription(() => subscriber, cluster.channelOf());
   void subscribed();
 
   // The backstop: each renew round re-reads the Stream of every session held here.

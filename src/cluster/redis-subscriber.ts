@@ -26,6 +26,26 @@ export async function subscribeAfterHandshake(connection: Redis, channel: string
 }
 
 /**
+ * @internal `subscribeAfterHandshake(connection(), channel)`, made once and shared while it is
+ * pending or done; a failed one (ioredis gives up after `maxRetriesPerRequest` while Redis is
+ * out of reach) is dropped, so the next call subscribes again instead of failing for good.
+ *
+ * @returns the subscription's promise, the same one for every call until it fails
+ */
+export function sharedSubscription(connection: () => Redis, channel: string): () => Promise<void> {
+  let subscribing: Promise<void> | undefined;
+  return () => {
+    if (subscribing !== undefined) return subscribing;
+    const attempt = subscribeAfterHandshake(connection(), channel);
+    subscribing = attempt;
+    attempt.catch(() => {
+      if (subscribing === attempt) subscribing = undefined;
+    });
+    return attempt;
+  };
+}
+
+/**
  * The end of each connection's handshake in progress, shared by every subscribe waiting for it:
  * one `ready` and one `close` listener per connection, however many sessions are followed
  * meanwhile (a listener pair each went past Node's 10-listener warning at 10 sessions).

@@ -11,7 +11,7 @@
 import type { Redis } from 'ioredis';
 import type { ResolvedClusterOptions } from './cluster-options.js';
 import type { SessionKeys } from './keys.js';
-import { subscribeAfterHandshake } from './redis-subscriber.js';
+import { sharedSubscription } from './redis-subscriber.js';
 
 /** @internal One session's followers on this instance. */
 export interface TailWatch {
@@ -41,8 +41,8 @@ interface WatchState {
   /** The highest `seq` seen for the session (-1: none yet). */
   seq: number;
   readonly waiters: Set<() => void>;
-  /** The SUBSCRIBE of the channel; a failed one is dropped, so the next follower tries again. */
-  subscribed: Promise<void> | undefined;
+  /** The channel's SUBSCRIBE; a failed one is dropped, so the next follower tries again. */
+  readonly subscribed: () => Promise<void>;
 }
 
 /** @internal Creates the tail watcher of an instance; the subscriber connection is made on first use. */
@@ -110,24 +110,16 @@ export function createTailWatcher(options: ResolvedClusterOptions): TailWatcher 
           version: 0,
           seq: -1,
           waiters: new Set(),
-          subscribed: undefined,
+          // Never mid-handshake: a second session followed while the connection is still
+          // connecting (see subscribeAfterHandshake).
+          subscribed: sharedSubscription(connection, channel),
         };
         watched.set(channel, state);
         armPoll();
       }
-      if (state.subscribed === undefined) {
-        // A second session followed while the connection is still connecting must not
-        // subscribe mid-handshake (see subscribeAfterHandshake).
-        const subscribing = subscribeAfterHandshake(connection(), channel);
-        const tried = state;
-        subscribing.catch(() => {
-          if (tried.subscribed === subscribing) tried.subscribed = undefined;
-        });
-        state.subscribed = subscribing;
-      }
       state.refs++;
       const current = state;
-      const ready = state.subscribed;
+      const ready = state.subscribed();
       let released = false;
       return {
         get version() {
