@@ -66,7 +66,8 @@ export function createMessageId(): string {
   return nanoid();
 }
 
-const toolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
+/** @internal Validates one {@link ToolCall} (a stored message's, or a resumed state's). */
+export const toolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
 
 /**
  * Validates a stored message (used by session stores when they load).

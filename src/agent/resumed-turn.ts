@@ -6,7 +6,13 @@
  * @internal
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { AssistantMessage, ChatMessage, ToolCall } from './messages.js';
+import { z } from 'zod';
+import {
+  toolCallSchema,
+  type AssistantMessage,
+  type ChatMessage,
+  type ToolCall,
+} from './messages.js';
 
 /** @internal Tool calls of one assistant reply that have no result yet. */
 export interface ResumedCalls {
@@ -20,7 +26,7 @@ export interface ResumedCalls {
  * not run yet; a call answered there ran before the cut.
  *
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when that reply's `toolCalls` is
- *   not a list of calls each with a string `id` and `name` (a state no safe point records: read
+ *   not a list of calls each with a string `id`, `name` and `arguments` (a state no safe point records: read
  *   as is, the run failed on a bare TypeError)
  */
 export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls | undefined {
@@ -40,19 +46,10 @@ export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls 
 }
 
 function checkToolCalls(toolCalls: unknown): void {
-  const wellFormed =
-    Array.isArray(toolCalls) &&
-    toolCalls.every(
-      (call: unknown) =>
-        typeof call === 'object' &&
-        call !== null &&
-        typeof (call as ToolCall).id === 'string' &&
-        typeof (call as ToolCall).name === 'string',
-    );
-  if (!wellFormed) {
+  if (!z.array(toolCallSchema).safeParse(toolCalls).success) {
     throw new InvalidArgumentError(
       'input',
-      `expected the resumed reply's \`toolCalls\` to be a list of calls, each with a string id and name, got ${JSON.stringify(toolCalls)?.slice(0, 200)}`,
+      `expected the resumed reply's \`toolCalls\` to be a list of calls, each with a string id, name and arguments, got ${JSON.stringify(toolCalls)?.slice(0, 200)}`,
     );
   }
 }
