@@ -11,9 +11,10 @@ import { describe, expect, it } from 'vitest';
 import { SimulatedClock } from 'xstate';
 import { skipBrowser, usePageServer } from './browser.js';
 
-// No pause between words: the runs end without moving the clock.
+// No pause between words: the runs end without moving the clock, which also never refills the
+// owner's request budget, so the rate limit is off.
 const clock = new SimulatedClock();
-const pages = usePageServer(clock, { chunkDelayMs: 0 });
+const pages = usePageServer(clock, { chunkDelayMs: 0, rateLimitPerSecond: 0 });
 
 /** How many runs the conversation holds. */
 const runCount = 40;
