@@ -329,6 +329,7 @@ export function runChatClient(parts: ChatClientParts): void {
       case 'run.failed':
       case 'run.cancelled':
         end(view, runId, event);
+        replies.ended(runId);
         loop.turnEnded(runId);
         break;
       default:

@@ -42,21 +42,32 @@ export interface RunReplies<V extends RunReplyHost> {
    * again); without `safe_point_seq` the reply is left as it is.
    */
   resumed(view: V, runId: string, payload: Record<string, unknown>): void;
+  /**
+   * Run `runId` ended (`run.completed`, `run.failed`, `run.cancelled`): its kept events are
+   * dropped, since no `run.resumed` follows a run's end (README "Cluster": only a run the log
+   * leaves `RUNNING` is resumed).
+   */
+  ended(runId: string): void;
   /** Forgets every run (another session opens). */
   reset(): void;
 }
 
 /**
- * The replies of a session's runs. Each run's shown events are kept, so that a run resumed
- * from its last safe point shows each word once: its reply goes back to the events logged up
- * to `run.resumed {safe_point_seq}` and continues with the resumed attempt's.
+ * The replies of a session's runs. Each run's shown events are kept while it runs, so that a
+ * run resumed from its last safe point shows each word once: its reply goes back to the events
+ * logged up to `run.resumed {safe_point_seq}` and continues with the resumed attempt's.
  *
- * @remarks Runs in the browser only.
+ * @remarks Runs in the browser only. What is kept is bounded by the runs that have not ended
+ * (a plain session has one running at a time, a loop session one turn): each one's `agent.*`
+ * events since its start, which its own turn bounds, dropped when it ends ({@link
+ * RunReplies.ended}) and cut back to `safe_point_seq` when it resumes. A long conversation keeps
+ * none of its ended runs' events, only their DOM.
  * @param deps - {@link RunReplyDeps}
  * @returns the {@link RunReplies}
  */
 export function createRunReplies<V extends RunReplyHost>(deps: RunReplyDeps<V>): RunReplies<V> {
   const { el, str, tools, showPending } = deps;
+  /** The `agent.*` events of each run that has not ended, by run id (see the bound above). */
   const shown = new Map<string, ApiEvent[]>();
 
   const part = (view: V, messageId: string) => {
@@ -125,5 +136,10 @@ export function createRunReplies<V extends RunReplyHost>(deps: RunReplyDeps<V>):
     showPending(view);
   };
 
-  return { show, resumed, reset: () => shown.clear() };
+  return {
+    show,
+    resumed,
+    ended: (runId) => void shown.delete(runId),
+    reset: () => shown.clear(),
+  };
 }
