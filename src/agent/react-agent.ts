@@ -58,7 +58,9 @@ export type {
  * (reason `interrupted`, run status COMPLETED), and the history is saved; a failed save is a
  * `session.error` event and the reply is still returned. A cancel (immediate or at a safe
  * point) saves what the run produced, with a "cancelled" result for every unfinished tool
- * call, then lets the cancel stand. A failed model call saves likewise and fails the run.
+ * call, then lets the cancel stand. A failed model call saves likewise and fails the run; so
+ * does a reply with two tool calls under one id, refused before any tool runs (a
+ * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results).
  *
  * @param options - {@link ReActAgentOptions}
  * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}

@@ -15,6 +15,7 @@ import { describeError } from '../run/run-log.js';
 import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
   createMessageId,
+  duplicateToolCallId,
   type AssistantMessage,
   type ChatMessage,
   type ToolCall,
@@ -319,7 +320,6 @@ export class ReActExecution {
     if (!interrupted && finish === undefined) {
       throw new ModelError('the model stream ended without a finish chunk', undefined);
     }
-    this.#partial = undefined;
     const toolCalls = [...calls.entries()]
       .sort(([a], [b]) => a - b)
       .map(([index, call]): ToolCall => ({
@@ -327,6 +327,15 @@ export class ReActExecution {
         name: call.name ?? '',
         arguments: call.args,
       }));
+    const duplicate = interrupted ? undefined : duplicateToolCallId(toolCalls);
+    if (duplicate !== undefined) {
+      // A malformed reply, refused before anything runs; its text stays as a failed partial reply.
+      throw new ModelError(
+        `the model replied with two tool calls of id ${JSON.stringify(duplicate)}`,
+        undefined,
+      );
+    }
+    this.#partial = undefined;
     return {
       text: partial.text,
       // Tool calls of a reply cut short are half calls: dropped.

@@ -8,6 +8,7 @@
 import { InvalidArgumentError } from '../errors.js';
 import { z } from 'zod';
 import {
+  duplicateToolCallId,
   toolCallSchema,
   type AssistantMessage,
   type ChatMessage,
@@ -26,8 +27,9 @@ export interface ResumedCalls {
  * not run yet; a call answered there ran before the cut.
  *
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) when that reply's `toolCalls` is
- *   not a list of calls each with a string `id`, `name` and `arguments` (a state no safe point records: read
- *   as is, the run failed on a bare TypeError)
+ *   not a list of calls each with a string `id`, `name` and `arguments`, or two calls share an
+ *   `id` (a state no safe point records: read as is, the run failed on a bare TypeError, or
+ *   ran both calls)
  */
 export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls | undefined {
   const answered = new Set<string>();
@@ -46,10 +48,11 @@ export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls 
 }
 
 function checkToolCalls(toolCalls: unknown): void {
-  if (!z.array(toolCallSchema).safeParse(toolCalls).success) {
+  const parsed = z.array(toolCallSchema).safeParse(toolCalls);
+  if (!parsed.success || duplicateToolCallId(parsed.data) !== undefined) {
     throw new InvalidArgumentError(
       'input',
-      `expected the resumed reply's \`toolCalls\` to be a list of calls, each with a string id, name and arguments, got ${JSON.stringify(toolCalls)?.slice(0, 200)}`,
+      `expected the resumed reply's \`toolCalls\` to be a list of calls, each with a string id (unique), name and arguments, got ${JSON.stringify(toolCalls)?.slice(0, 200)}`,
     );
   }
 }

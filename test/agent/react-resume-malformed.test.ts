@@ -1,7 +1,8 @@
 /**
  * A resumed ReAct turn whose state's last reply carries malformed tool calls (a state no safe
  * point records: a hand-written or damaged `{ resume: state }`) fails its run with a typed
- * `INVALID_ARGUMENT`, not a bare TypeError, and runs no tool; a well-formed call of a tool not
+ * `INVALID_ARGUMENT`, not a bare TypeError, and runs no tool (two calls under one id included:
+ * a live reply like that is refused too, README "Agents"); a well-formed call of a tool not
  * registered is answered as a tool error, as in a live turn.
  */
 import { describe, expect, it } from 'vitest';
@@ -47,6 +48,10 @@ describe('createReActAgent: resumed with malformed tool calls', () => {
     'a null call': [null],
     'a call without id': [{ name: 'clock', arguments: '{}' }],
     'a call with a numeric name': [{ id: 'c1', name: 7, arguments: '{}' }],
+    'two calls with one id': [
+      { id: 'c1', name: 'clock', arguments: '{}' },
+      { id: 'c1', name: 'clock', arguments: '{}' },
+    ],
   };
   for (const [what, toolCalls] of Object.entries(malformed)) {
     for (const carried of [true, false]) {
