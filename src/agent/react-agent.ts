@@ -51,7 +51,9 @@ export type {
  * state's messages (`carried`, or no session history) and they end with a reply whose tool
  * calls have no result there (an `afterChatModel` safe point: they had not run), it runs those
  * calls first (then `afterToolCalls`), then calls the model; a call the state answers is not
- * run again. From a session history they stand as the cut saved them (a `cancelled` result each).
+ * run again. From a session history, where the cut saved each such call with a `cancelled`
+ * result, it runs them too, asked again in a reply of its own (no text, new call ids
+ * `<message id>_<index>`): one id never takes two results.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run

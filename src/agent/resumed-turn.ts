@@ -14,6 +14,7 @@ import {
   type ChatMessage,
   type ToolCall,
 } from './messages.js';
+import { notRunContent } from './tool-runner.js';
 
 /** @internal Tool calls of one assistant reply that have no result yet. */
 export interface ResumedCalls {
@@ -45,6 +46,39 @@ export function unansweredCalls(messages: readonly ChatMessage[]): ResumedCalls 
     return calls.length === 0 ? undefined : { reply: message, calls };
   }
   return undefined;
+}
+
+/**
+ * @internal The calls a turn resumed from the session history runs first, as a reply of their
+ * own. The cut run's cancel saved `pending.reply` there with a not-run result for each call it
+ * had not finished (README "Agents"), and an id takes one result only: so the calls `past`
+ * answers with that not-run result are asked again in a new reply (`messageId`, no text, each
+ * call under the id `<messageId>_<index>`), which the run adds and answers. A call `past`
+ * answers otherwise ran before the cut and is not asked again.
+ *
+ * @param past - the session history the run loaded, ending with the cut turn
+ * @param pending - {@link unansweredCalls} of the resumed state's messages
+ * @param messageId - the new reply's id
+ * @returns `undefined` when `past` does not end with `pending.reply` and its results (a history
+ *   the cut did not save, or saved past), or when no call is left to ask again
+ */
+export function reissuedCalls(
+  past: readonly ChatMessage[],
+  pending: ResumedCalls,
+  messageId: string,
+): ResumedCalls | undefined {
+  const start = past.findLastIndex((m) => m.role === 'assistant' && m.id === pending.reply.id);
+  const saved = past.slice(start + 1);
+  if (start < 0 || saved.some((message) => message.role !== 'tool')) return undefined;
+  const notRun = (call: ToolCall) =>
+    saved.some(
+      (m) => m.role === 'tool' && m.toolCallId === call.id && m.content === notRunContent.cancelled,
+    );
+  const calls = pending.calls
+    .filter(notRun)
+    .map((call, index): ToolCall => ({ ...call, id: `${messageId}_${index}` }));
+  if (calls.length === 0) return undefined;
+  return { reply: { role: 'assistant', id: messageId, content: '', toolCalls: calls }, calls };
 }
 
 function checkToolCalls(toolCalls: unknown): void {

@@ -7,13 +7,12 @@
  * OpenAI-compatible HTTP server on 127.0.0.1.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { ModelError } from '../../src/agent/model-error.js';
 import { createOpenAIModel } from '../../src/agent/openai-model.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
-import { defineTool } from '../../src/agent/tool.js';
 import type { ChatModel } from '../../src/agent/chat-model.js';
 import {
+  countedWeather,
   eventsOf,
   expectNoHalfToolCalls,
   owner,
@@ -23,21 +22,6 @@ import {
   summarize,
 } from './helpers.js';
 import { delta, done, startWireServer } from './openai-server.js';
-
-/** A `weather` tool counting its executions. */
-function countedWeather() {
-  const ran: string[] = [];
-  const tool = defineTool({
-    name: 'weather',
-    description: 'Weather of a city',
-    parameters: z.object({ city: z.string() }),
-    execute: ({ city }) => {
-      ran.push(city);
-      return `sunny in ${city}`;
-    },
-  });
-  return { ran, tool };
-}
 
 /** Runs the agent on `model` until the run ends: its outcome, what ran, the history, the events. */
 async function runWith(model: ChatModel) {
