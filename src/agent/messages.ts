@@ -66,6 +66,20 @@ export function createMessageId(): string {
   return nanoid();
 }
 
+/**
+ * @internal The first id that two of `calls` share, or `undefined` when each id is unique. A
+ * reply whose calls share an id cannot be answered (one result per id: the OpenAI API refuses
+ * a history that answers an id twice), so the ReAct agent refuses it.
+ */
+export function duplicateToolCallId(calls: readonly ToolCall[]): string | undefined {
+  const seen = new Set<string>();
+  for (const call of calls) {
+    if (seen.has(call.id)) return call.id;
+    seen.add(call.id);
+  }
+  return undefined;
+}
+
 /** @internal Validates one {@link ToolCall} (a stored message's, or a resumed state's). */
 export const toolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
 

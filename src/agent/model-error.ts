@@ -7,7 +7,7 @@ import { RunplaneError } from '../errors.js';
 
 /**
  * A model provider failed: an HTTP error answer, a broken connection, a stream cut short or
- * malformed. Code `MODEL_ERROR`.
+ * malformed, a reply that cannot be answered (two tool calls under one id). Code `MODEL_ERROR`.
  *
  * @remarks `status` is the HTTP status when the provider answered with one (429, 500, ...),
  * `undefined` for a connection that broke or a malformed stream. `cause` keeps the original

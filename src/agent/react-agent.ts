@@ -51,14 +51,18 @@ export type {
  * state's messages (`carried`, or no session history) and they end with a reply whose tool
  * calls have no result there (an `afterChatModel` safe point: they had not run), it runs those
  * calls first (then `afterToolCalls`), then calls the model; a call the state answers is not
- * run again. From a session history they stand as the cut saved them (a `cancelled` result each).
+ * run again. From a session history, where the cut saved each such call with a `cancelled`
+ * result, it runs them too, asked again in a reply of its own (no text, new call ids
+ * `<message id>_<index>`): one id never takes two results.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run
  * (reason `interrupted`, run status COMPLETED), and the history is saved; a failed save is a
  * `session.error` event and the reply is still returned. A cancel (immediate or at a safe
  * point) saves what the run produced, with a "cancelled" result for every unfinished tool
- * call, then lets the cancel stand. A failed model call saves likewise and fails the run.
+ * call, then lets the cancel stand. A failed model call saves likewise and fails the run; so
+ * does a reply with two tool calls under one id, refused before any tool runs (a
+ * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results).
  *
  * @param options - {@link ReActAgentOptions}
  * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}

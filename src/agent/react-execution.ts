@@ -15,6 +15,7 @@ import { describeError } from '../run/run-log.js';
 import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
   createMessageId,
+  duplicateToolCallId,
   type AssistantMessage,
   type ChatMessage,
   type ToolCall,
@@ -31,7 +32,12 @@ import {
   type ReActStopReason,
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
-import { trailingCutReply, unansweredCalls, type ResumedCalls } from './resumed-turn.js';
+import {
+  reissuedCalls,
+  trailingCutReply,
+  unansweredCalls,
+  type ResumedCalls,
+} from './resumed-turn.js';
 import type { Tool } from './tool.js';
 
 /** Streamed text that has just completed a sentence: `.`, `!` or `?` (maybe quoted) before whitespace. */
@@ -83,9 +89,12 @@ export class ReActExecution {
   #continuationId: string | undefined;
   /**
    * A resumed turn's tool calls that had not run: those of the reply its state ends with (an
-   * `afterChatModel` safe point), not answered there. The run runs them before its first step.
+   * `afterChatModel` safe point), not answered there; from a session history, the ones the cut
+   * saved as cancelled, asked again ({@link reissuedCalls}). The run runs them before its first step.
    */
   #resumedCalls: ResumedCalls | undefined;
+  /** The reply that asks a resumed turn's calls again, when the session history answered them "cancelled". */
+  #reissued: AssistantMessage | undefined;
 
   constructor(
     options: ReActAgentOptions,
@@ -108,9 +117,14 @@ export class ReActExecution {
       // A carried turn (a cluster's failover) was saved nowhere: it comes with the input.
       this.#steps = input.resume.step;
       const { messages, partial } = input.resume;
+      const pending = unansweredCalls(messages);
       if (!saveHistory || input.carried === true) {
         this.#produced.push(...messages);
-        this.#resumedCalls = unansweredCalls(messages);
+        this.#resumedCalls = pending;
+      } else if (pending !== undefined) {
+        // The history holds the cut reply with a "cancelled" result per call: asked again.
+        this.#resumedCalls = reissuedCalls(past, pending, createMessageId());
+        if (this.#resumedCalls !== undefined) this.#reissued = this.#resumedCalls.reply;
       }
       if (input.carried === true && partial !== undefined && partial !== '') {
         this.#produced.push({
@@ -132,6 +146,7 @@ export class ReActExecution {
     if (resumed !== undefined) {
       this.#resumedCalls = undefined;
       last = resumed.reply;
+      if (last === this.#reissued) this.#commitAssistant(last, this.#steps, undefined);
       this.#pending = { calls: resumed.calls, results: new Map() };
       const ended = await this.#act(last.id, this.#steps);
       if (ended !== undefined) return ended;
@@ -159,15 +174,6 @@ export class ReActExecution {
       };
       this.#commitAssistant(last, step, turn);
       if (turn.toolCalls.length === 0) return this.#finish(last, 'completed');
-
-      for (const call of turn.toolCalls) {
-        ctx.emit('agent.tool_use', {
-          message_id: messageId,
-          tool_use_id: call.id,
-          name: call.name,
-          arguments: call.arguments,
-        });
-      }
       this.#pending = { calls: turn.toolCalls, results: new Map() };
       ctx.safePoint('afterChatModel', { step, messages: [...this.#produced] });
       const ended = await this.#act(messageId, step);
@@ -319,7 +325,6 @@ export class ReActExecution {
     if (!interrupted && finish === undefined) {
       throw new ModelError('the model stream ended without a finish chunk', undefined);
     }
-    this.#partial = undefined;
     const toolCalls = [...calls.entries()]
       .sort(([a], [b]) => a - b)
       .map(([index, call]): ToolCall => ({
@@ -327,6 +332,15 @@ export class ReActExecution {
         name: call.name ?? '',
         arguments: call.args,
       }));
+    const duplicate = interrupted ? undefined : duplicateToolCallId(toolCalls);
+    if (duplicate !== undefined) {
+      // A malformed reply, refused before anything runs; its text stays as a failed partial reply.
+      throw new ModelError(
+        `the model replied with two tool calls of id ${JSON.stringify(duplicate)}`,
+        undefined,
+      );
+    }
+    this.#partial = undefined;
     return {
       text: partial.text,
       // Tool calls of a reply cut short are half calls: dropped.
@@ -368,18 +382,31 @@ export class ReActExecution {
     }
   }
 
-  #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn): void {
-    this.#usage = addUsage(this.#usage, turn.usage);
+  /**
+   * Adds a reply to the conversation and logs it: `agent.message`, then `agent.tool_use` per
+   * call. `turn` is the model call that produced it (`undefined` for a reply that asks a
+   * resumed turn's calls again).
+   */
+  #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn | undefined): void {
+    this.#usage = addUsage(this.#usage, turn?.usage);
     this.#produced.push(message);
     this.#ctx.emit('agent.message', {
       message_id: message.id,
       step,
       content: message.content,
       tool_use_ids: (message.toolCalls ?? []).map((call) => call.id),
-      finish_reason: turn.finishReason ?? null,
+      finish_reason: turn?.finishReason ?? null,
       stop: message.stop ?? null,
-      usage: turn.usage ?? null,
+      usage: turn?.usage ?? null,
     });
+    for (const call of message.toolCalls ?? []) {
+      this.#ctx.emit('agent.tool_use', {
+        message_id: message.id,
+        tool_use_id: call.id,
+        name: call.name,
+        arguments: call.arguments,
+      });
+    }
   }
 
   async #runTools(messageId: string): Promise<void> {

@@ -1,7 +1,9 @@
 import { SimulatedClock } from 'xstate';
 import { expect } from 'vitest';
+import { z } from 'zod';
 import type { ChatMessage } from '../../src/agent/messages.js';
 import { createReActAgent, type ReActAgentOptions } from '../../src/agent/react-agent.js';
+import { defineTool } from '../../src/agent/tool.js';
 import type { RunplaneEvent } from '../../src/events/event-log.js';
 import {
   createRuntime,
@@ -102,4 +104,19 @@ export function summarize(messages: readonly ChatMessage[]): string[] {
         return `system: ${m.content}`;
     }
   });
+}
+
+/** A `weather` tool (`{ city }` → `sunny in <city>`) that records the cities it ran for in `ran`. */
+export function countedWeather() {
+  const ran: string[] = [];
+  const tool = defineTool({
+    name: 'weather',
+    description: 'Weather of a city',
+    parameters: z.object({ city: z.string() }),
+    execute: ({ city }) => {
+      ran.push(city);
+      return `sunny in ${city}`;
+    },
+  });
+  return { ran, tool };
 }

@@ -1,8 +1,11 @@
 /**
  * A resumed ReAct turn whose state's last reply carries malformed tool calls (a state no safe
  * point records: a hand-written or damaged `{ resume: state }`) fails its run with a typed
- * `INVALID_ARGUMENT`, not a bare TypeError, and runs no tool; a well-formed call of a tool not
- * registered is answered as a tool error, as in a live turn.
+ * `INVALID_ARGUMENT`, not a bare TypeError, and runs no tool (two calls under one id included:
+ * a live reply like that is refused too, README "Agents"), whichever way it resumes (carried,
+ * without a history, or from the session history, where such a state was not checked and the
+ * run went on); a well-formed call of a tool not registered is answered as a tool error, as in
+ * a live turn.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -14,7 +17,9 @@ import { owner, session, setup } from './helpers.js';
 
 const key = { ownerId: owner, sessionId: session };
 
-async function resumeWith(toolCalls: unknown, carried: boolean) {
+type From = 'carried' | 'no history' | 'history';
+
+async function resumeWith(toolCalls: unknown, from: From) {
   let ran = 0;
   const clock = defineTool({
     name: 'clock',
@@ -29,11 +34,11 @@ async function resumeWith(toolCalls: unknown, carried: boolean) {
   const agent = createReActAgent({
     model: createScriptedModel([{ text: 'done' }]),
     tools: [clock],
-    ...(carried ? {} : { history: 'none' as const }),
+    ...(from === 'no history' ? { history: 'none' as const } : {}),
   });
   const reply = { role: 'assistant', id: 'a1', content: '', toolCalls };
   const state = { step: 1, messages: [{ role: 'user', content: 'time?' }, reply] };
-  const input = { resume: state, ...(carried ? { carried: true } : {}) };
+  const input = { resume: state, ...(from === 'carried' ? { carried: true } : {}) };
   const run = runtime.prepare({ ...key, agent, input: input as never });
   run.start();
   const termination = await run.termination;
@@ -47,11 +52,15 @@ describe('createReActAgent: resumed with malformed tool calls', () => {
     'a null call': [null],
     'a call without id': [{ name: 'clock', arguments: '{}' }],
     'a call with a numeric name': [{ id: 'c1', name: 7, arguments: '{}' }],
+    'two calls with one id': [
+      { id: 'c1', name: 'clock', arguments: '{}' },
+      { id: 'c1', name: 'clock', arguments: '{}' },
+    ],
   };
   for (const [what, toolCalls] of Object.entries(malformed)) {
-    for (const carried of [true, false]) {
-      it(`${what} (${carried ? 'carried' : 'no history'}): INVALID_ARGUMENT, no tool run`, async () => {
-        const { status, result, ran } = await resumeWith(toolCalls, carried);
+    for (const from of ['carried', 'no history', 'history'] as const) {
+      it(`${what} (${from}): INVALID_ARGUMENT, no tool run`, async () => {
+        const { status, result, ran } = await resumeWith(toolCalls, from);
         expect(status).toBe('FAILED');
         expect(result).toBeInstanceOf(InvalidArgumentError);
         expect((result as InvalidArgumentError).message).toMatch(/toolCalls/);
@@ -63,7 +72,7 @@ describe('createReActAgent: resumed with malformed tool calls', () => {
   it('a call of a tool not registered is answered as a tool error, then the model replies', async () => {
     const { status, result } = await resumeWith(
       [{ id: 'c1', name: 'nope', arguments: '{}' }],
-      true,
+      'carried',
     );
     expect(status).toBe('COMPLETED');
     const messages = (result as { messages: Array<{ role: string; isError?: boolean }> }).messages;

@@ -292,24 +292,42 @@ describe('createReActAgent: resumed from an afterChatModel safe point with tool 
     ]);
   });
 
-  it('a resume from the session history (a TurnLoop genResume) sends the calls the cut saved as cancelled', async () => {
+  it('a resume from the session history (a TurnLoop genResume) asks the calls the cut saved as cancelled again', async () => {
     const { runtime } = setup();
     const tools = countedTools();
     answers.push({ calls: [['call_w', 'weather', '{"city":"Lima"}']] });
     const state = await cutAfterChatModel(runtime, tools, 'at once');
     takeRequests();
 
-    answers.push({ text: 'Let me try again.' });
+    answers.push({ text: 'Sunny in Lima.' });
     const { result, history } = await resume(state, tools, { from: 'history', runtime });
-    expect(result).toMatchObject({ reply: 'Let me try again.' });
+    expect(result).toMatchObject({ reply: 'Sunny in Lima.' });
+    // The cut saved the call's result, "cancelled", with the turn: an id takes one result, so
+    // the resumed run asks the call again under a new id, runs it once, then asks the model.
+    const asked = history[3];
+    const askedId = asked?.role === 'assistant' ? asked.toolCalls?.[0]?.id : undefined;
+    expect(askedId).toBe(`${asked?.role === 'assistant' ? asked.id : ''}_0`);
     expect(takeRequests()).toEqual([
-      { status: 200, shape: ['user', 'assistant:call_w', 'tool:call_w'] },
+      {
+        status: 200,
+        shape: [
+          'user',
+          'assistant:call_w',
+          'tool:call_w',
+          `assistant:${askedId}`,
+          `tool:${askedId}`,
+        ],
+      },
     ]);
-    // The cut saved the call's result, "cancelled", with the turn; the resume does not run it.
-    expect(tools.ran).toEqual({ weather: 0, clock: 0 });
-    expect(summarize(history)[2]).toBe(
+    expect(tools.ran).toEqual({ weather: 1, clock: 0 });
+    expect(summarize(history)).toEqual([
+      'user: Weather and time?',
+      'assistant:  [weather]',
       'tool(error) weather: Error: the run was cancelled before this tool call finished.',
-    );
+      'assistant:  [weather]',
+      'tool weather: sunny in Lima',
+      'assistant: Sunny in Lima.',
+    ]);
     expectNoHalfToolCalls(history);
   });
 });
