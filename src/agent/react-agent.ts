@@ -53,7 +53,8 @@ export type {
  * calls first (then `afterToolCalls`), then calls the model; a call the state answers is not
  * run again. From a session history, where the cut saved each such call with a `cancelled`
  * result, it runs them too, asked again in a reply of its own (no text, new call ids
- * `<message id>_<index>`): one id never takes two results.
+ * `<message id>_<index>`, reported as an `afterChatModel` safe point, so a turn cut again
+ * while they run asks them again on its next resume): one id never takes two results.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run

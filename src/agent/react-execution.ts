@@ -146,8 +146,13 @@ export class ReActExecution {
     if (resumed !== undefined) {
       this.#resumedCalls = undefined;
       last = resumed.reply;
-      if (last === this.#reissued) this.#commitAssistant(last, this.#steps, undefined);
       this.#pending = { calls: resumed.calls, results: new Map() };
+      if (last === this.#reissued) {
+        this.#commitAssistant(last, this.#steps, undefined);
+        // Its own safe point: a turn cut again while these calls run resumes from this reply,
+        // not the first cut's, whose calls the history now answers twice (README "Agents").
+        ctx.safePoint('afterChatModel', { step: this.#steps, messages: [...this.#produced] });
+      }
       const ended = await this.#act(last.id, this.#steps);
       if (ended !== undefined) return ended;
     }
@@ -384,8 +389,8 @@ export class ReActExecution {
 
   /**
    * Adds a reply to the conversation and logs it: `agent.message`, then `agent.tool_use` per
-   * call. `turn` is the model call that produced it (`undefined` for a reply that asks a
-   * resumed turn's calls again).
+   * call. `turn` is the model call that produced it (`undefined` for a reply the run wrote: one
+   * that asks a resumed turn's calls again, a recovery reply).
    */
   #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn | undefined): void {
     this.#usage = addUsage(this.#usage, turn?.usage);
@@ -467,16 +472,7 @@ export class ReActExecution {
       content,
       stop: 'interrupted',
     };
-    this.#produced.push(message);
-    ctx.emit('agent.message', {
-      message_id: message.id,
-      step: this.#steps,
-      content,
-      tool_use_ids: [],
-      finish_reason: null,
-      stop: 'interrupted',
-      usage: null,
-    });
+    this.#commitAssistant(message, this.#steps, undefined);
     return this.#finish(message, 'interrupted');
   }
 
