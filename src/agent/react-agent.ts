@@ -63,7 +63,9 @@ export type {
  * point) saves what the run produced, with a "cancelled" result for every unfinished tool
  * call, then lets the cancel stand. A failed model call saves likewise and fails the run; so
  * does a reply with two tool calls under one id, refused before any tool runs (a
- * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results).
+ * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results). For the same
+ * reason a call whose id the session already asked, or streamed with no or an empty id, is
+ * given the id `<message id>_<index>`.
  *
  * @param options - {@link ReActAgentOptions}
  * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}

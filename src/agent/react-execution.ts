@@ -14,6 +14,7 @@ import type { RunContext } from '../run/agent.js';
 import { describeError } from '../run/run-log.js';
 import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
+  askedToolCallIds,
   createMessageId,
   duplicateToolCallId,
   type AssistantMessage,
@@ -300,7 +301,8 @@ export class ReActExecution {
           }
         } else if (chunk.type === 'tool_call') {
           const call = calls.get(chunk.index) ?? { args: '' };
-          if (chunk.id !== undefined) call.id = chunk.id;
+          // An empty id is none (DashScope repeats `"id": ""` on each continuation delta).
+          if (chunk.id !== undefined && chunk.id !== '') call.id = chunk.id;
           if (chunk.name !== undefined) call.name = (call.name ?? '') + chunk.name;
           if (chunk.argumentsDelta !== undefined) call.args += chunk.argumentsDelta;
           calls.set(chunk.index, call);
@@ -330,10 +332,11 @@ export class ReActExecution {
     if (!interrupted && finish === undefined) {
       throw new ModelError('the model stream ended without a finish chunk', undefined);
     }
+    const asked = calls.size === 0 ? new Set() : askedToolCallIds(this.#past, this.#produced);
     const toolCalls = [...calls.entries()]
       .sort(([a], [b]) => a - b)
       .map(([index, call]): ToolCall => ({
-        id: call.id ?? `${messageId}_${index}`,
+        id: call.id === undefined || asked.has(call.id) ? `${messageId}_${index}` : call.id,
         name: call.name ?? '',
         arguments: call.args,
       }));
