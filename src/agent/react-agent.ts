@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, RunCancelledError } from '../errors.js';
 import type { Agent, RunContext } from '../run/agent.js';
 import { parseOptions } from '../validation.js';
 import {
@@ -14,7 +14,7 @@ import {
   type ReActResult,
   type ReActResumeInput,
 } from './react-agent-options.js';
-import { isCancelled, ReActExecution } from './react-execution.js';
+import { ReActExecution } from './react-execution.js';
 import type { Tool } from './tool.js';
 
 export type {
@@ -26,6 +26,10 @@ export type {
   ReActSafePointState,
   ReActStopReason,
 } from './react-agent-options.js';
+
+/** Whether `error` ends the run as a cancel (its signal aborted, or a cancel thrown). */
+const isCancelled = (ctx: RunContext, error: unknown) =>
+  ctx.signal.aborted || error instanceof RunCancelledError;
 
 /**
  * Creates the reference ReAct agent: its input is the user's message, its output a

@@ -7,7 +7,7 @@
  * @internal
  */
 import { SpanStatusCode } from '@opentelemetry/api';
-import { RunCancelledError, RunplaneError } from '../errors.js';
+import { RunplaneError } from '../errors.js';
 import type { Hint } from '../inbox/inbox.js';
 import { startRunChildSpan } from '../observability/run-spans.js';
 import type { RunContext } from '../run/agent.js';
@@ -34,6 +34,7 @@ import {
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
 import {
+  lastTurnStart,
   reissuedCalls,
   trailingCutReply,
   unansweredCalls,
@@ -52,10 +53,6 @@ const addUsage = (a: ChatUsage, b: ChatUsage | undefined): ChatUsage =>
         completionTokens: a.completionTokens + b.completionTokens,
         totalTokens: a.totalTokens + b.totalTokens,
       };
-
-/** @internal Whether `error` ends the run as a cancel (its signal aborted, or a cancel thrown). */
-export const isCancelled = (ctx: RunContext, error: unknown) =>
-  ctx.signal.aborted || error instanceof RunCancelledError;
 
 interface ModelTurn {
   readonly text: string;
@@ -96,6 +93,8 @@ export class ReActExecution {
   #resumedCalls: ResumedCalls | undefined;
   /** The reply that asks a resumed turn's calls again, when the session history answered them "cancelled". */
   #reissued: AssistantMessage | undefined;
+  /** Where the current turn starts in the history: a history-resumed turn's is there, saved by its cut. */
+  #turnStart: number;
 
   constructor(
     options: ReActAgentOptions,
@@ -110,6 +109,7 @@ export class ReActExecution {
     this.#tools = tools;
     this.#past = past;
     this.#saveHistory = saveHistory;
+    this.#turnStart = past.length;
     if (typeof input === 'string') {
       this.#produced.push({ role: 'user', content: input });
     } else {
@@ -122,10 +122,12 @@ export class ReActExecution {
       if (!saveHistory || input.carried === true) {
         this.#produced.push(...messages);
         this.#resumedCalls = pending;
-      } else if (pending !== undefined) {
-        // The history holds the cut reply with a "cancelled" result per call: asked again.
-        this.#resumedCalls = reissuedCalls(past, pending, createMessageId());
-        if (this.#resumedCalls !== undefined) this.#reissued = this.#resumedCalls.reply;
+      } else {
+        // The turn so far is in the history, sent as the current turn (never left out as an
+        // older one, README "Agents"); a cut reply's calls have a "cancelled" result there each.
+        this.#turnStart = Math.max(0, lastTurnStart(past));
+        this.#resumedCalls = pending && reissuedCalls(past, pending, createMessageId());
+        this.#reissued = this.#resumedCalls?.reply;
       }
       if (input.carried === true && partial !== undefined && partial !== '') {
         this.#produced.push({
@@ -257,8 +259,8 @@ export class ReActExecution {
           instructions === undefined || instructions === ''
             ? []
             : [{ role: 'system', content: instructions }],
-        past: this.#past,
-        current: this.#produced,
+        past: this.#past.slice(0, this.#turnStart),
+        current: [...this.#past.slice(this.#turnStart), ...this.#produced],
       },
       this.#options.historyPolicy,
     );
