@@ -2,6 +2,8 @@
  * Tool-call ids as OpenAI-compatible providers really send them (README "Agents"), over a real
  * HTTP server on 127.0.0.1 that, like the OpenAI and Anthropic APIs, refuses (400) a request
  * whose history answers one tool-call id twice or holds an empty id:
+ * - Gemini's endpoint streams calls without an `index`: each call that comes with an id is a
+ *   call of its own, not a continuation of the one before;
  * - Alibaba DashScope (Qwen) repeats `"id": ""` on every continuation delta of a call: that is
  *   no id, and must not replace the id of the call's first delta;
  * - providers that number calls per reply (`call_0`, Kimi's `functions.x:0`) reuse an id the
@@ -89,6 +91,38 @@ async function modelOf(script: Array<(res: ServerResponse) => void>) {
 }
 
 describe('createReActAgent: tool-call ids of OpenAI-compatible providers', () => {
+  it('keeps apart parallel calls streamed without an index (Gemini)', async () => {
+    const { runtime } = setup();
+    const weather = countedWeather();
+    const call = (id: string, city: string) => ({
+      id,
+      type: 'function',
+      function: { name: 'weather', arguments: JSON.stringify({ city }) },
+    });
+    const { model } = await modelOf([
+      (res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(delta({ tool_calls: [call('call_p', 'Paris'), call('call_r', 'Rome')] }));
+        res.write(delta({ tool_calls: [call('call_l', 'Lima')] }));
+        res.write(delta({}, 'tool_calls'));
+        res.end(done);
+      },
+      (res) => streamText(res, 'Sunny in all three.'),
+    ]);
+    const run = startReActRun(runtime, { model, tools: [weather.tool] }, 'Weather?');
+    await expect(run.result()).resolves.toMatchObject({ reply: 'Sunny in all three.' });
+    // Before, the three calls fell on one index: one call "weatherweatherweather", unknown.
+    expect(weather.ran.sort()).toEqual(['Lima', 'Paris', 'Rome']);
+    const history = await runtime.sessionStore.load({}, { ownerId: owner, sessionId: session });
+    const asked = history[1];
+    expect(asked?.role === 'assistant' ? asked.toolCalls?.map((c) => c.id) : []).toEqual([
+      'call_p',
+      'call_r',
+      'call_l',
+    ]);
+    expectNoHalfToolCalls(history);
+  });
+
   it('keeps the first delta id when continuation deltas repeat "id": "" (DashScope)', async () => {
     const { runtime } = setup();
     const weather = countedWeather();
