@@ -75,6 +75,7 @@ const isCancelled = (ctx: RunContext, error: unknown) =>
  * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad option or duplicate tool
  *   names; the agent's run fails with it for an input that is not a non-empty string
+ *   or a `{ resume: state }` whose `state.step` is an integer 0 or more and `state.messages` a list
  * @example
  * ```ts
  * const agent = createReActAgent({ model, tools: [weather], instructions: 'Be brief.' });
