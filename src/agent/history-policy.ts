@@ -15,7 +15,8 @@ export interface HistoryPolicy {
   /**
    * The token budget of one model request: instructions, the kept history and the current
    * turn together, as {@link HistoryPolicy.countTokens} estimates them. The current turn (the
-   * user's message and what this run produced) comes first; older turns fill what is left,
+   * user's message and what this run produced; for a turn resumed from the session history,
+   * what its cut saved there too) comes first; older turns fill what is left,
    * newest first. When the current turn alone is over the budget, its oldest tool results are
    * left out (each replaced by a marker, the call itself kept) until it fits; when it still
    * does not fit, the model is not called and the run fails with

@@ -80,6 +80,25 @@ export function duplicateToolCallId(calls: readonly ToolCall[]): string | undefi
   return undefined;
 }
 
+/**
+ * @internal The tool-call ids the replies of `conversations` asked. A model reply that asks
+ * one of them again (providers that number calls per reply: `call_0`) gets an id of its own
+ * from the ReAct agent: kept, the id would be answered twice in every later request, which
+ * strict APIs refuse (README "Agents").
+ */
+export function askedToolCallIds(
+  ...conversations: ReadonlyArray<readonly ChatMessage[]>
+): Set<string> {
+  const ids = new Set<string>();
+  for (const messages of conversations) {
+    for (const message of messages) {
+      if (message.role === 'assistant')
+        for (const call of message.toolCalls ?? []) ids.add(call.id);
+    }
+  }
+  return ids;
+}
+
 /** @internal Validates one {@link ToolCall} (a stored message's, or a resumed state's). */
 export const toolCallSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
 

@@ -173,13 +173,32 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /**
+ * The index of each streamed tool-call delta. Gemini's OpenAI-compatible endpoint sends none
+ * (read as is, every call fell on one index and they merged into one): a delta without an
+ * index that brings an id opens a call of its own, one that brings none continues the last.
+ */
+function toolCallSlots() {
+  let last = -1;
+  let next = 0;
+  return {
+    indexOf(call: { index?: number | null; id?: string | null }): number {
+      if (typeof call.index === 'number') last = call.index;
+      else if (last < 0 || (typeof call.id === 'string' && call.id !== '')) last = next;
+      next = Math.max(next, last + 1);
+      return last;
+    },
+  };
+}
+
+/**
  * Creates a model that streams chat completions from an OpenAI-compatible endpoint.
  *
  * @remarks
  * A 408, 409, 429 or 5xx answer is retried by the `openai` client itself (`maxRetries`, with
  * its exponential backoff or the server's `retry-after`); a cancel ends the call at once, also
  * while it waits to retry.
- * Text deltas become `text` chunks, `tool_calls` deltas become `tool_call` chunks (by index),
+ * Text deltas become `text` chunks, `tool_calls` deltas become `tool_call` chunks (by index;
+ * a delta without one opens a call when it brings an id, else continues the last call),
  * and the `finish_reason` plus the usage chunk become the final `finish` chunk. The call is
  * aborted by the stream's signal (the HTTP request is closed) and the iterator then rejects
  * with the signal's reason. A stream that ends without a `finish_reason` (the server closed
@@ -215,6 +234,7 @@ export function createOpenAIModel(options: OpenAIModelOptions): ChatModel {
     if (signal.aborted) throw signal.reason;
     let finishReason: ChatFinishReason | undefined;
     let usage: ChatUsage | undefined;
+    const slots = toolCallSlots();
     try {
       // The client waits out its retry backoff without looking at the signal (openai 6.x): a
       // cancel must not wait for it. The abandoned attempt sends nothing more (the client checks
@@ -246,7 +266,7 @@ export function createOpenAIModel(options: OpenAIModelOptions): ChatModel {
           for (const call of delta?.tool_calls ?? []) {
             yield {
               type: 'tool_call',
-              index: call.index,
+              index: slots.indexOf(call),
               id: call.id ?? undefined,
               name: call.function?.name ?? undefined,
               argumentsDelta: call.function?.arguments ?? undefined,

@@ -65,6 +65,7 @@ export interface ReActAgentOptions {
  * A TurnLoop keeps it in a mid-turn checkpoint and hands it back through `genResume`.
  */
 export interface ReActSafePointState {
+  /** The model calls made so far in the turn: an integer, 0 or more (a resume counts on from it). */
   readonly step: number;
   readonly messages: readonly ChatMessage[];
   /** The reply streamed so far, at a safe point inside a model call (`streamSafePoints`). */
@@ -172,6 +173,7 @@ export const isResumeInput = (input: unknown): input is ReActResumeInput => {
     typeof state === 'object' &&
     state !== null &&
     Number.isInteger((state as ReActSafePointState).step) &&
+    (state as ReActSafePointState).step >= 0 &&
     Array.isArray((state as ReActSafePointState).messages)
   );
 };

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError, RunCancelledError } from '../errors.js';
 import type { Agent, RunContext } from '../run/agent.js';
 import { parseOptions } from '../validation.js';
 import {
@@ -14,7 +14,7 @@ import {
   type ReActResult,
   type ReActResumeInput,
 } from './react-agent-options.js';
-import { isCancelled, ReActExecution } from './react-execution.js';
+import { ReActExecution } from './react-execution.js';
 import type { Tool } from './tool.js';
 
 export type {
@@ -26,6 +26,10 @@ export type {
   ReActSafePointState,
   ReActStopReason,
 } from './react-agent-options.js';
+
+/** Whether `error` ends the run as a cancel (its signal aborted, or a cancel thrown). */
+const isCancelled = (ctx: RunContext, error: unknown) =>
+  ctx.signal.aborted || error instanceof RunCancelledError;
 
 /**
  * Creates the reference ReAct agent: its input is the user's message, its output a
@@ -53,7 +57,8 @@ export type {
  * calls first (then `afterToolCalls`), then calls the model; a call the state answers is not
  * run again. From a session history, where the cut saved each such call with a `cancelled`
  * result, it runs them too, asked again in a reply of its own (no text, new call ids
- * `<message id>_<index>`): one id never takes two results.
+ * `<message id>_<index>`, reported as an `afterChatModel` safe point, so a turn cut again
+ * while they run asks them again on its next resume): one id never takes two results.
  *
  * Interrupt (AgentScope's ReActAgent interrupt handling): pending tool calls get error results
  * ("interrupted before it ran"), a recovery reply marked `stop: 'interrupted'` ends the run
@@ -62,12 +67,15 @@ export type {
  * point) saves what the run produced, with a "cancelled" result for every unfinished tool
  * call, then lets the cancel stand. A failed model call saves likewise and fails the run; so
  * does a reply with two tool calls under one id, refused before any tool runs (a
- * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results).
+ * `ModelError`, `MODEL_ERROR`, no status: one id cannot take two results). For the same
+ * reason a call whose id the session already asked, or streamed with no or an empty id, is
+ * given the id `<message id>_<index>`.
  *
  * @param options - {@link ReActAgentOptions}
  * @returns an {@link Agent} of `string` (the user's message) to {@link ReActResult}
  * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for a bad option or duplicate tool
  *   names; the agent's run fails with it for an input that is not a non-empty string
+ *   or a `{ resume: state }` whose `state.step` is an integer 0 or more and `state.messages` a list
  * @example
  * ```ts
  * const agent = createReActAgent({ model, tools: [weather], instructions: 'Be brief.' });

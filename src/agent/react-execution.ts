@@ -7,13 +7,14 @@
  * @internal
  */
 import { SpanStatusCode } from '@opentelemetry/api';
-import { RunCancelledError, RunplaneError } from '../errors.js';
+import { RunplaneError } from '../errors.js';
 import type { Hint } from '../inbox/inbox.js';
 import { startRunChildSpan } from '../observability/run-spans.js';
 import type { RunContext } from '../run/agent.js';
 import { describeError } from '../run/run-log.js';
 import type { ChatChunk, ChatFinishReason, ChatUsage } from './chat-model.js';
 import {
+  askedToolCallIds,
   createMessageId,
   duplicateToolCallId,
   type AssistantMessage,
@@ -33,6 +34,7 @@ import {
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
 import {
+  lastTurnStart,
   reissuedCalls,
   trailingCutReply,
   unansweredCalls,
@@ -51,10 +53,6 @@ const addUsage = (a: ChatUsage, b: ChatUsage | undefined): ChatUsage =>
         completionTokens: a.completionTokens + b.completionTokens,
         totalTokens: a.totalTokens + b.totalTokens,
       };
-
-/** @internal Whether `error` ends the run as a cancel (its signal aborted, or a cancel thrown). */
-export const isCancelled = (ctx: RunContext, error: unknown) =>
-  ctx.signal.aborted || error instanceof RunCancelledError;
 
 interface ModelTurn {
   readonly text: string;
@@ -95,6 +93,8 @@ export class ReActExecution {
   #resumedCalls: ResumedCalls | undefined;
   /** The reply that asks a resumed turn's calls again, when the session history answered them "cancelled". */
   #reissued: AssistantMessage | undefined;
+  /** Where the current turn starts in the history: a history-resumed turn's is there, saved by its cut. */
+  #turnStart: number;
 
   constructor(
     options: ReActAgentOptions,
@@ -109,6 +109,7 @@ export class ReActExecution {
     this.#tools = tools;
     this.#past = past;
     this.#saveHistory = saveHistory;
+    this.#turnStart = past.length;
     if (typeof input === 'string') {
       this.#produced.push({ role: 'user', content: input });
     } else {
@@ -121,10 +122,12 @@ export class ReActExecution {
       if (!saveHistory || input.carried === true) {
         this.#produced.push(...messages);
         this.#resumedCalls = pending;
-      } else if (pending !== undefined) {
-        // The history holds the cut reply with a "cancelled" result per call: asked again.
-        this.#resumedCalls = reissuedCalls(past, pending, createMessageId());
-        if (this.#resumedCalls !== undefined) this.#reissued = this.#resumedCalls.reply;
+      } else {
+        // The turn so far is in the history, sent as the current turn (never left out as an
+        // older one, README "Agents"); a cut reply's calls have a "cancelled" result there each.
+        this.#turnStart = Math.max(0, lastTurnStart(past));
+        this.#resumedCalls = pending && reissuedCalls(past, pending, createMessageId());
+        this.#reissued = this.#resumedCalls?.reply;
       }
       if (input.carried === true && partial !== undefined && partial !== '') {
         this.#produced.push({
@@ -146,8 +149,13 @@ export class ReActExecution {
     if (resumed !== undefined) {
       this.#resumedCalls = undefined;
       last = resumed.reply;
-      if (last === this.#reissued) this.#commitAssistant(last, this.#steps, undefined);
       this.#pending = { calls: resumed.calls, results: new Map() };
+      if (last === this.#reissued) {
+        this.#commitAssistant(last, this.#steps, undefined);
+        // Its own safe point: a turn cut again while these calls run resumes from this reply,
+        // not the first cut's, whose calls the history now answers twice (README "Agents").
+        ctx.safePoint('afterChatModel', { step: this.#steps, messages: [...this.#produced] });
+      }
       const ended = await this.#act(last.id, this.#steps);
       if (ended !== undefined) return ended;
     }
@@ -251,8 +259,8 @@ export class ReActExecution {
           instructions === undefined || instructions === ''
             ? []
             : [{ role: 'system', content: instructions }],
-        past: this.#past,
-        current: this.#produced,
+        past: this.#past.slice(0, this.#turnStart),
+        current: [...this.#past.slice(this.#turnStart), ...this.#produced],
       },
       this.#options.historyPolicy,
     );
@@ -295,7 +303,8 @@ export class ReActExecution {
           }
         } else if (chunk.type === 'tool_call') {
           const call = calls.get(chunk.index) ?? { args: '' };
-          if (chunk.id !== undefined) call.id = chunk.id;
+          // An empty id is none (DashScope repeats `"id": ""` on each continuation delta).
+          if (chunk.id !== undefined && chunk.id !== '') call.id = chunk.id;
           if (chunk.name !== undefined) call.name = (call.name ?? '') + chunk.name;
           if (chunk.argumentsDelta !== undefined) call.args += chunk.argumentsDelta;
           calls.set(chunk.index, call);
@@ -325,10 +334,11 @@ export class ReActExecution {
     if (!interrupted && finish === undefined) {
       throw new ModelError('the model stream ended without a finish chunk', undefined);
     }
+    const asked = calls.size === 0 ? new Set() : askedToolCallIds(this.#past, this.#produced);
     const toolCalls = [...calls.entries()]
       .sort(([a], [b]) => a - b)
       .map(([index, call]): ToolCall => ({
-        id: call.id ?? `${messageId}_${index}`,
+        id: call.id === undefined || asked.has(call.id) ? `${messageId}_${index}` : call.id,
         name: call.name ?? '',
         arguments: call.args,
       }));
@@ -384,8 +394,8 @@ export class ReActExecution {
 
   /**
    * Adds a reply to the conversation and logs it: `agent.message`, then `agent.tool_use` per
-   * call. `turn` is the model call that produced it (`undefined` for a reply that asks a
-   * resumed turn's calls again).
+   * call. `turn` is the model call that produced it (`undefined` for a reply the run wrote: one
+   * that asks a resumed turn's calls again, a recovery reply).
    */
   #commitAssistant(message: AssistantMessage, step: number, turn: ModelTurn | undefined): void {
     this.#usage = addUsage(this.#usage, turn?.usage);
@@ -467,16 +477,7 @@ export class ReActExecution {
       content,
       stop: 'interrupted',
     };
-    this.#produced.push(message);
-    ctx.emit('agent.message', {
-      message_id: message.id,
-      step: this.#steps,
-      content,
-      tool_use_ids: [],
-      finish_reason: null,
-      stop: 'interrupted',
-      usage: null,
-    });
+    this.#commitAssistant(message, this.#steps, undefined);
     return this.#finish(message, 'interrupted');
   }
 

@@ -81,6 +81,14 @@ export function reissuedCalls(
   return { reply: { role: 'assistant', id: messageId, content: '', toolCalls: calls }, calls };
 }
 
+/**
+ * @internal The index in `messages` of the last user message that is not a hint: where its last
+ * turn starts (-1 when it has none).
+ */
+export function lastTurnStart(messages: readonly ChatMessage[]): number {
+  return messages.findLastIndex((m) => m.role === 'user' && m.hintId === undefined);
+}
+
 function checkToolCalls(toolCalls: unknown): void {
   const parsed = z.array(toolCallSchema).safeParse(toolCalls);
   if (!parsed.success || duplicateToolCallId(parsed.data) !== undefined) {

@@ -13,6 +13,7 @@ import type { HistoryPolicy } from '../agent/history-policy.js';
 import { createReActAgent, type ReActResult, type ReActResumeInput } from '../agent/react-agent.js';
 import { createScriptedModel, type ScriptedReply } from '../agent/scripted-model.js';
 import { defineTool, type Tool } from '../agent/tool.js';
+import { notRunContent } from '../agent/tool-runner.js';
 import { systemClock, type Clock } from '../clock.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Agent } from '../run/agent.js';
@@ -103,7 +104,8 @@ const summaryOf = (result: ToolMessage): string => {
  * Decides the demo model's next reply from the conversation (a pure function).
  *
  * @remarks The turn is everything after the last user message that is not a hint. With tool
- * results in the turn: a sentence per result. Otherwise a question with arithmetic calls the
+ * results in the turn: a sentence per result (not for the "cancelled" result of a call the turn
+ * asked again after a cut: the new result speaks for it). Otherwise a question with arithmetic calls the
  * calculator, one about the time calls the clock, and anything else gets a long reply. Hints
  * drained into the turn are acknowledged first. A turn that ends with a reply cut by a cancel
  * (`stop: 'cancelled'`, e.g. a loop session's turn stopped at a safe point and resumed after a
@@ -140,7 +142,13 @@ function planTurn(
 ): ReturnType<typeof planDemoReply> {
   const hints = turn.filter((m): m is UserMessage => m.role === 'user' && m.hintId !== undefined);
   const noted = hints.length > 0 ? `Noted: "${hints.map((h) => h.content).join('", "')}". ` : '';
-  const results = turn.filter((m): m is ToolMessage => m.role === 'tool');
+  // A call a cut left "cancelled" and a later reply asked again (a resumed turn, README
+  // "Agents") is reported by its new result only.
+  const lastAsk = turn.findLastIndex((m) => m.role === 'assistant' && m.toolCalls !== undefined);
+  const results = turn.filter(
+    (m, i): m is ToolMessage =>
+      m.role === 'tool' && (i > lastAsk || m.content !== notRunContent.cancelled),
+  );
   if (results.length > 0) {
     const text = `${noted}${results.map(summaryOf).join('; ')}.`;
     return { words: wordsOf(text.charAt(0).toUpperCase() + text.slice(1)), toolCalls: [] };

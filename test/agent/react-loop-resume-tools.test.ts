@@ -7,9 +7,11 @@
  * its own. Real TurnLoop, real checkpoint store, the scripted model.
  */
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { createGate } from '../../src/agent/gate.js';
 import { createReActAgent, type ReActSafePointState } from '../../src/agent/react-agent.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
+import { defineTool, type Tool } from '../../src/agent/tool.js';
 import { createMemoryCheckpointStore } from '../../src/stores/memory-checkpoint-store.js';
 import { createTurnLoop } from '../../src/turn-loop/create-turn-loop.js';
 import {
@@ -27,42 +29,7 @@ describe('createReActAgent in a TurnLoop: a turn stopped before its tool calls r
   it('resumes through genResume by running the pending calls, then asking the model', async () => {
     const { runtime } = setup();
     const { ran, tool: weather } = countedWeather();
-    const gate = createGate();
-    const model = createScriptedModel([
-      {
-        text: 'Checking.',
-        toolCalls: [{ id: 'call_w', name: 'weather', args: { city: 'Lima' } }],
-        gate,
-      },
-      { text: 'Sunny in Lima.' },
-    ]);
-    const agent = createReActAgent({ model, tools: [weather] });
-    const store = createMemoryCheckpointStore();
-    const resumedWith: unknown[] = [];
-    const loopOf = () =>
-      createTurnLoop<string>({
-        runtime,
-        ownerId: owner,
-        sessionId: session,
-        store,
-        checkpointId: 'chat',
-        genInput: (items) => ({ input: items.join('\n'), consumed: items }),
-        genResume: ({ interrupted, agentState }) => {
-          resumedWith.push(agentState);
-          return { input: { resume: agentState }, consumed: interrupted };
-        },
-        prepareAgent: () => agent,
-      });
-
-    // Loop 1: the model's reply asks for the weather; a graceful stop lands at afterChatModel.
-    const first = loopOf();
-    first.push('Weather in Lima?');
-    first.run();
-    await gate.reached;
-    first.stop({ mode: 'graceful', cause: 'deploy' });
-    gate.open();
-    const stopped = await first.wait();
-    expect(stopped.interruptedItems).toEqual(['Weather in Lima?']);
+    const { loopOf, resumedWith, model } = await stoppedAtAfterChatModel(runtime, weather);
     expect(ran).toEqual([]);
 
     // Loop 2 resumes the turn from the checkpoint, with the state of that safe point.
@@ -107,4 +74,103 @@ describe('createReActAgent in a TurnLoop: a turn stopped before its tool calls r
     ]);
     expectNoHalfToolCalls(history);
   });
+
+  it('a resumed turn cut again while its re-asked calls run asks them again on the next resume', async () => {
+    const { runtime } = setup();
+    // The first run of the tool hangs until the cut aborts it; later runs answer.
+    const hang = createGate();
+    const ran: string[] = [];
+    const weather = defineTool({
+      name: 'weather',
+      description: 'Weather of a city',
+      parameters: z.object({ city: z.string() }),
+      execute: async ({ city }, { signal }) => {
+        if (!hang.isOpen) await hang.wait(signal);
+        ran.push(city);
+        return `sunny in ${city}`;
+      },
+    });
+    const { loopOf } = await stoppedAtAfterChatModel(runtime, weather);
+
+    // Loop 2 asks the call again and runs it; an immediate stop cuts it while it runs.
+    const second = loopOf();
+    second.run();
+    await hang.reached;
+    second.stop({ mode: 'immediate', cause: 'deploy' });
+    expect((await second.wait()).interruptedItems).toEqual(['Weather in Lima?']);
+    hang.open();
+    expect(ran).toEqual([]);
+
+    // Loop 3: the history answers both asks "cancelled"; the call is asked a third time and runs.
+    // Before, loop 3 resumed from the first cut's state, found the history past that reply,
+    // asked nothing, and the model answered with the weather never fetched.
+    const third = loopOf();
+    const resumedRunEnded = nextEvent(runtime, 'run.completed');
+    third.run();
+    await resumedRunEnded;
+    third.stop();
+    expect((await third.wait()).exitReason).toBeUndefined();
+    expect(ran).toEqual(['Lima']);
+    const history = await runtime.sessionStore.load({}, { ownerId: owner, sessionId: session });
+    const cancelled =
+      'tool(error) weather: Error: the run was cancelled before this tool call finished.';
+    expect(summarize(history)).toEqual([
+      'user: Weather in Lima?',
+      'assistant: Checking. [weather]',
+      cancelled,
+      'assistant:  [weather]',
+      cancelled,
+      'assistant:  [weather]',
+      'tool weather: sunny in Lima',
+      'assistant: Sunny in Lima.',
+    ]);
+    expectNoHalfToolCalls(history);
+  });
 });
+
+/**
+ * A TurnLoop (memory checkpoint store) whose turn 'Weather in Lima?' was stopped gracefully at
+ * its `afterChatModel` safe point, the model's reply asking `weather` for Lima, before it ran.
+ *
+ * @returns `loopOf()`, a new loop on the same checkpoint, and the states its `genResume` got
+ */
+async function stoppedAtAfterChatModel(
+  runtime: ReturnType<typeof setup>['runtime'],
+  weather: Tool,
+) {
+  const gate = createGate();
+  const model = createScriptedModel([
+    {
+      text: 'Checking.',
+      toolCalls: [{ id: 'call_w', name: 'weather', args: { city: 'Lima' } }],
+      gate,
+    },
+    { text: 'Sunny in Lima.' },
+  ]);
+  const agent = createReActAgent({ model, tools: [weather] });
+  const store = createMemoryCheckpointStore();
+  const resumedWith: unknown[] = [];
+  const loopOf = () =>
+    createTurnLoop<string>({
+      runtime,
+      ownerId: owner,
+      sessionId: session,
+      store,
+      checkpointId: 'chat',
+      genInput: (items) => ({ input: items.join('\n'), consumed: items }),
+      genResume: ({ interrupted, agentState }) => {
+        resumedWith.push(agentState);
+        return { input: { resume: agentState }, consumed: interrupted };
+      },
+      prepareAgent: () => agent,
+    });
+  const first = loopOf();
+  first.push('Weather in Lima?');
+  first.run();
+  await gate.reached;
+  first.stop({ mode: 'graceful', cause: 'deploy' });
+  gate.open();
+  const stopped = await first.wait();
+  expect(stopped.interruptedItems).toEqual(['Weather in Lima?']);
+  return { loopOf, resumedWith, model };
+}

@@ -78,4 +78,18 @@ describe('createReActAgent: resumed with malformed tool calls', () => {
     const messages = (result as { messages: Array<{ role: string; isError?: boolean }> }).messages;
     expect(messages.filter((m) => m.role === 'tool').map((m) => m.isError)).toEqual([true]);
   });
+
+  it('a state with a negative step: INVALID_ARGUMENT, the model never asked', async () => {
+    // Read as is, the run counted its steps from there and called the model past maxSteps.
+    const { runtime } = setup();
+    const ask = { toolCalls: [{ name: 'clock', args: {} }] };
+    const model = createScriptedModel([ask, ask, ask, ask, ask, { text: 'done' }]);
+    const agent = createReActAgent({ model, tools: [], maxSteps: 2 });
+    const input = { resume: { step: -3, messages: [{ role: 'user', content: 'time?' }] } };
+    const run = runtime.prepare({ ...key, agent, input: input as never });
+    run.start();
+    expect((await run.termination).status).toBe('FAILED');
+    await expect(run.result()).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect(model.requests).toHaveLength(0);
+  });
 });

@@ -108,6 +108,45 @@ describe('planDemoReply', () => {
     });
   });
 
+  it('leaves out the cancelled attempts of calls a resumed turn asked again', () => {
+    // A loop turn cut twice while the clock waited, resumed (README "Agents"): each cut saved a
+    // "cancelled" result, each resume asked the call again; the reply speaks of the one that ran.
+    const ask = (id: string): ChatMessage => ({
+      role: 'assistant',
+      id,
+      content: '',
+      toolCalls: [{ id: `${id}_0`, name: 'clock', arguments: '{}' }],
+    });
+    const result = (id: string, content: string, isError: boolean): ChatMessage => ({
+      role: 'tool',
+      toolCallId: `${id}_0`,
+      name: 'clock',
+      content,
+      isError,
+    });
+    const cancelled = 'Error: the run was cancelled before this tool call finished.';
+    const time = '{"iso":"2026-12-03T03:00:00.000Z","time_zone":"UTC"}';
+    const plan = planDemoReply([
+      user('What time is it?'),
+      ask('m1'),
+      result('m1', cancelled, true),
+      ask('m2'),
+      result('m2', cancelled, true),
+      ask('m3'),
+      result('m3', time, false),
+    ]);
+    expect(plan.words.join('')).toBe(
+      'The server time is 2026-12-03T03:00:00.000Z (time zone UTC).',
+    );
+    // A call the turn did not ask again is still reported as not run.
+    const notRun = planDemoReply([
+      user('What time is it?'),
+      ask('m1'),
+      result('m1', cancelled, true),
+    ]);
+    expect(notRun.words.join('')).toBe(`The clock tool did not run (${cancelled}).`);
+  });
+
   it('continues a reply a cancel cut, and replies anew when the cut text is not its start', () => {
     const whole = planDemoReply([user('hello')]).words.join('');
     const cut = 'You said: "hello". This reply ';
