@@ -122,12 +122,12 @@ const maxRetriesPerRequest = 3;
 /** The longest wait between two reconnect attempts, in ms. */
 const maxReconnectDelayMs = 500;
 /**
- * @internal How long one Redis command may wait for its answer, in ms, before it fails
+ * How long one Redis command may wait for its answer, in ms, before it fails
  * (`Command timed out`: 503 `store_unavailable` for a request). A frozen Redis (`SIGSTOP`, a
  * stalled host) keeps its TCP connections open and answers nothing: without this bound a
  * request, and a shutdown, waited until Redis answered again (README "Cluster").
  */
-export const redisCommandTimeoutMs = 2_000;
+const redisCommandTimeoutMs = 2_000;
 
 /** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
 async function connect(url: string): Promise<Redis> {
