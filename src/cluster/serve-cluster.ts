@@ -25,7 +25,7 @@ import type { LiveStateSource } from './live-state.js';
 import { createClusterSessionAccess, type ClusterSessionAccess } from './cluster-session-access.js';
 import { createRedisCheckpointStore } from './redis-checkpoint-store.js';
 import { getRedisDevToken } from './redis-dev-token.js';
-import { createRedisHealth } from './redis-health.js';
+import { createRedisHealth, isRedisUnavailable } from './redis-health.js';
 import { createRedisInbox } from './redis-inbox.js';
 import { createRedisRateBuckets, type ClusterRateBuckets } from './redis-rate-limit.js';
 import { createRedisRunRecords } from './redis-run-records.js';
@@ -121,6 +121,13 @@ const connectTimeoutMs = 5_000;
 const maxRetriesPerRequest = 3;
 /** The longest wait between two reconnect attempts, in ms. */
 const maxReconnectDelayMs = 500;
+/**
+ * How long one Redis command may wait for its answer, in ms, before it fails
+ * (`Command timed out`: 503 `store_unavailable` for a request). A frozen Redis (`SIGSTOP`, a
+ * stalled host) keeps its TCP connections open and answers nothing: without this bound a
+ * request, and a shutdown, waited until Redis answered again (README "Cluster").
+ */
+const redisCommandTimeoutMs = 2_000;
 
 /** Connects to `url`, or throws `STORE_FAILED` naming it (the connection is closed again). */
 async function connect(url: string): Promise<Redis> {
@@ -134,6 +141,10 @@ async function connect(url: string): Promise<Redis> {
     lazyConnect: true,
     connectTimeout: connectTimeoutMs,
     maxRetriesPerRequest: maxRetriesPerRequest,
+    // No command of the cluster blocks in Redis (no BLPOP, no XREAD BLOCK; pub/sub listens
+    // without a pending command), so one bound fits every command; `duplicate()` copies it to
+    // the subscriber connections, whose failed SUBSCRIBE is tried again (redis-subscriber.ts).
+    commandTimeout: redisCommandTimeoutMs,
     retryStrategy: (attempt) => Math.min(attempt * 50, maxReconnectDelayMs),
   });
   redis.on('error', () => undefined); // ioredis reconnects; leases and batches handle the gap
@@ -231,6 +242,19 @@ export async function openRedisServeStores(
   /** Kicks the purge of deleted sessions (the service's data sweep), once the access is built. */
   let kickPurge: (() => void) | undefined;
   let closed = false;
+  /**
+   * A drain's release that Redis did not take: with Redis out of reach (frozen, say) the lease
+   * simply expires and another instance takes the session then (README "Cluster").
+   */
+  const releaseFailed = (key: SessionKey) => (error: unknown) => {
+    if (!isRedisUnavailable(error)) {
+      options.reportError(error);
+      return;
+    }
+    options.log(
+      `runplane serve: could not release session ${key.ownerId}/${key.sessionId} (Redis: ${(error as Error).message}); its lease expires within ${options.leaseTtlMs ?? 10_000} ms, then another instance takes it`,
+    );
+  };
 
   const serveCluster: ServeCluster = {
     instance: cluster,
@@ -305,7 +329,7 @@ export async function openRedisServeStores(
           handle.cancelAll();
           const active = handle.activeRunId;
           if (active === undefined && !deps!.service().loopSessions.has(key)) {
-            await cluster.release(key).catch(options.reportError);
+            await cluster.release(key).catch(releaseFailed(key));
             return;
           }
           const run =
@@ -317,7 +341,7 @@ export async function openRedisServeStores(
           if (await recorder.cut(key, run.id, ended, grace)) {
             // Cut and detached: it settles writing nothing; its state and RUNNING are in Redis.
             await ended;
-            await cluster.release(key).catch(options.reportError);
+            await cluster.release(key).catch(releaseFailed(key));
           }
         }),
       );

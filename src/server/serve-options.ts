@@ -173,9 +173,16 @@ export interface RunningServer {
    * more (a request on one is answered, with `Connection: close`), and the database is
    * closed. No accepted request is reset.
    *
-   * @returns `{ drained }`: whether every running run finished within the grace period
+   * In a cluster, a shutdown that Redis holds up (a frozen Redis) stops waiting `graceMs` plus
+   * 5 s (and a 1 s `PING`) after it began, once Redis fails that `PING`: the sessions it held
+   * are left to failover (their leases expire, another instance takes them) and its writes
+   * not yet in Redis are dropped, as after `kill -9` (README "Cluster"); it says so in the log.
+   *
+   * @returns `{ drained }`: whether every running run finished within the grace period;
+   *   `abandoned: true` when the cluster shutdown stopped waiting for Redis (its Redis
+   *   connections may still hold pending commands: end the process)
    */
-  shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean }>;
+  shutdown(options?: { graceMs?: number }): Promise<{ drained: boolean; abandoned?: boolean }>;
 }
 
 /** Options of a cluster instance under `runplane serve` (README "Cluster"). */

@@ -28,6 +28,11 @@ import { createServeObservability } from './serve-observability.js';
 import { createServiceApp, type Service } from './service-app.js';
 import { openSqliteServeStores, type ServeStores } from './serve-stores.js';
 import { isHandedOff, openRedisServeStores } from '../cluster/serve-cluster.js';
+import {
+  boundByStoreWait,
+  describeAbandonedShutdown,
+  shutdownStoreWaitMs,
+} from '../cluster/shutdown-bound.js';
 
 import type { RunningServer, ServeOptions } from './serve-options.js';
 
@@ -281,30 +286,56 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     // Last, so that a reader waiting for it has every line above.
     log(`runplane serve: listening on ${url}`);
 
-    let stopping: Promise<{ drained: boolean }> | undefined;
+    let stopping: Promise<{ drained: boolean; abandoned?: boolean }> | undefined;
     const shutdown = (shutdownOptions: { graceMs?: number } = {}) => {
-      stopping ??= (async () => {
-        // New work is refused (503, Connection: close) on the connections still open, and no
-        // new connection is accepted; reads, streams and stops keep working until the drain
-        // ends.
-        running.drain();
-        const ended = stopListening(server);
-        const graceMs = shutdownOptions.graceMs ?? options.graceMs ?? 10_000;
-        // A cluster instance hands its sessions' waiting runs to the others first.
-        await cluster?.drain({ graceMs });
-        // Loops first: each turn stops at its next safe point and checkpoints (an interrupt
-        // from the runtime's shutdown would instead end it as answered).
-        await running.loopSessions.stopAll({ graceMs });
-        const { drained } = await runtime.shutdown({ graceMs });
-        running.closeStreams();
-        await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
-        await sweep.stop();
-        await observability.close();
-        running.close();
-        await stores.close();
-        return { drained };
-      })();
+      const graceMs = shutdownOptions.graceMs ?? options.graceMs ?? 10_000;
+      // Counted before the drain releases any: what the log line names if Redis never answers.
+      const held = cluster?.instance.heldSessions().length ?? 0;
+      stopping ??= boundShutdown(
+        (async () => {
+          // New work is refused (503, Connection: close) on the connections still open, and no
+          // new connection is accepted; reads, streams and stops keep working until the drain
+          // ends.
+          running.drain();
+          const ended = stopListening(server);
+          // A cluster instance hands its sessions' waiting runs to the others first.
+          await cluster?.drain({ graceMs });
+          // Loops first: each turn stops at its next safe point and checkpoints (an interrupt
+          // from the runtime's shutdown would instead end it as answered).
+          await running.loopSessions.stopAll({ graceMs });
+          const { drained } = await runtime.shutdown({ graceMs });
+          running.closeStreams();
+          await closeConnections(server, tracker, options.lingerMs ?? 1_000, ended);
+          await sweep.stop();
+          await observability.close();
+          running.close();
+          await stores.close();
+          return { drained };
+        })(),
+        graceMs,
+        held,
+      );
       return stopping;
+    };
+    /**
+     * In a cluster, a shutdown that Redis holds up past its grace and `shutdownStoreWaitMs`
+     * more, while Redis fails a `PING`, stops waiting: its sessions go to failover (README
+     * "Cluster", a frozen Redis).
+     */
+    const boundShutdown = (
+      work: Promise<{ drained: boolean }>,
+      graceMs: number,
+      held: number,
+    ): Promise<{ drained: boolean; abandoned?: boolean }> => {
+      if (cluster === undefined) return work;
+      return boundByStoreWait<{ drained: boolean; abandoned?: boolean }>(work, {
+        afterMs: graceMs + shutdownStoreWaitMs,
+        health: cluster.storeHealth,
+        onAbandon(problem) {
+          log(describeAbandonedShutdown(held, options.redis?.leaseTtlMs ?? 10_000, problem));
+          return { drained: false, abandoned: true };
+        },
+      });
     };
 
     return {
@@ -352,7 +383,12 @@ export function serveUntilSignal(
       signalled = true;
       log(`runplane serve: ${signal}, shutting down (new work gets 503)`);
       server.shutdown({ graceMs: options.graceMs }).then(
-        ({ drained }) => {
+        ({ drained, abandoned }) => {
+          if (abandoned === true) {
+            // The shutdown's Redis writes are still pending (they would keep the process up).
+            log('runplane serve: stopped (Redis did not answer; sessions left to failover)');
+            process.exit(1);
+          }
           log(`runplane serve: stopped (${drained ? 'drained' : 'runs were cancelled'})`);
           process.off('SIGTERM', onSignal);
           process.off('SIGINT', onSignal);

@@ -197,6 +197,13 @@ const shutdownRetryAfterSeconds = 5;
  */
 const commandTimeoutRetryAfterSeconds = 2;
 
+/**
+ * `Retry-After` of a 503 `session_moved` (a cluster's session changed holder while the request
+ * was applied), in seconds: the new holder already has it; the client reads the session before
+ * it retries, since the outcome is unknown (README "Cluster").
+ */
+const sessionMovedRetryAfterSeconds = 1;
+
 const positiveInt = z
   .number({ error: 'a positive integer' })
   .int({ error: 'a positive integer' })
@@ -344,6 +351,9 @@ export function createServiceApp(options: ServiceOptions): Service {
     }
     if (httpError.code === 'command_timeout') {
       c.header('Retry-After', String(commandTimeoutRetryAfterSeconds));
+    }
+    if (httpError.code === 'session_moved') {
+      c.header('Retry-After', String(sessionMovedRetryAfterSeconds));
     }
     if (httpError.code === 'internal' || httpError.code === 'store_failed') reportError(error);
     if (httpError.code === 'shutting_down') {

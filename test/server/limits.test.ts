@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HistoryTooLargeError, RunplaneError } from '../../src/errors.js';
+import { HistoryTooLargeError, RunplaneError, StaleFenceError } from '../../src/errors.js';
 import { HttpError, toHttpError } from '../../src/server/http-error.js';
 import type { EventLog } from '../../src/events/event-log.js';
 import { gatedAgent } from '../helpers.js';
@@ -61,6 +61,38 @@ describe('history bound', () => {
         },
       });
       expect(t.reported).toEqual([]); // a client's bound, not a fault to report
+    });
+  }
+});
+
+describe('session moved', () => {
+  /**
+   * A cluster's instance that loses a session's lease while it applies a command refuses with
+   * `StaleFenceError`; the answer is 503 `session_moved`, on this instance (`thrown`) or carried
+   * over the command Stream from the holder (`carried`), with `Retry-After` as a 504
+   * `command_timeout` and a 503 `store_unavailable` have.
+   */
+  for (const via of ['thrown', 'carried'] as const) {
+    it(`answers 503 session_moved with Retry-After (${via})`, async () => {
+      const refusal = new StaleFenceError('alice', 's', 3, 'deadline_passed');
+      t = createTestService({
+        sessionAccess: (local) => ({
+          ...local,
+          execute: async (command) => {
+            if (command.type !== 'session.apply_events') return local.execute(command);
+            if (via === 'thrown') throw refusal;
+            throw HttpError.fromData(JSON.parse(JSON.stringify(toHttpError(refusal).toData())));
+          },
+        }),
+      });
+      const id = await t.createSession();
+      const response = await t.request('POST', `/api/sessions/${id}/events`, {
+        body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
+      });
+      // Before: 503 without Retry-After, unlike the cluster's other 5xx answers.
+      expect(response.status).toBe(503);
+      expect(response.headers.get('retry-after')).toBe('1');
+      await expectError(response, 503, 'session_moved');
     });
   }
 });
