@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
 import { renderTimelinePage } from './inspect/timeline-page.js';
 import { parseTimelineTrace } from './inspect/timeline-transition.js';
-import { runServeCommand, serveOptionsUsage } from './server/serve-command.js';
+import { helpHint, runServeCommand, serveOptionsUsage } from './server/serve-command.js';
 
 const usage = `Usage: runplane <command> [options]
 
@@ -32,7 +32,7 @@ ${serveOptionsUsage}`;
 /** `runplane timeline trace.jsonl -o timeline.html`. @returns the exit code */
 async function timeline(tracePath: string | undefined, out: string | undefined, title?: string) {
   if (tracePath === undefined) {
-    process.stderr.write(`timeline: expected a trace file\n\n${usage}`);
+    process.stderr.write(`timeline: expected a trace file\n${helpHint}`);
     return 2;
   }
   const text = await readFile(tracePath, 'utf8');
@@ -52,16 +52,24 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'serve' && !argv.includes('--help') && !argv.includes('-h')) {
     return runServeCommand(argv.slice(1));
   }
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      help: { type: 'boolean', short: 'h' },
-      'step-ms': { type: 'string' },
-      out: { type: 'string', short: 'o' },
-      title: { type: 'string' },
-    },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        help: { type: 'boolean', short: 'h' },
+        'step-ms': { type: 'string' },
+        out: { type: 'string', short: 'o' },
+        title: { type: 'string' },
+      },
+    });
+  } catch (error) {
+    // An unknown flag or a flag without its value: a bad flag, like serve's (exit code 2).
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${helpHint}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   const [command] = positionals;
   if (values.help === true || command === undefined) {
     process.stdout.write(usage);
@@ -71,7 +79,7 @@ async function main(argv: string[]): Promise<number> {
     const stepMs = values['step-ms'] === undefined ? undefined : Number(values['step-ms']);
     if (stepMs !== undefined && !(Number.isFinite(stepMs) && stepMs > 0)) {
       process.stderr.write(
-        `expected \`--step-ms\` to be a positive number, got ${values['step-ms']}\n`,
+        `expected \`--step-ms\` to be a positive number, got ${values['step-ms']}\n${helpHint}`,
       );
       return 2;
     }
@@ -79,7 +87,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'timeline') return timeline(positionals[1], values.out, values.title);
-  process.stderr.write(`unknown command: ${command}\n\n${usage}`);
+  process.stderr.write(`unknown command: ${command}\n${helpHint}`);
   return 2;
 }
 

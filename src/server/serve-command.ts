@@ -73,6 +73,12 @@ export const serveOptionsUsage = `Options of serve (a flag wins over its environ
                             its key comes from OPENAI_API_KEY (default "none", for local servers)
 `;
 
+/**
+ * The line printed after a bad flag or variable, in place of the whole usage, so that the one
+ * line naming the problem stays in sight (README "Quick start").
+ */
+export const helpHint = 'see `runplane --help` for every command, flag and environment variable\n';
+
 /** The help text of `runplane serve`. */
 export const serveUsage = `  serve           start the HTTP session-events service and its chat page
 
@@ -324,7 +330,7 @@ export function parseServeArgs(args: readonly string[], env: Env): ServeOptions 
  * @param args - the arguments after `serve`
  * @param env - the environment @default process.env
  * @returns the exit code: 0 after a drained shutdown, 1 when runs had to be cancelled, 2 for a
- *   bad flag or variable (the problem is printed to stderr)
+ *   bad flag or variable (the problem and a one-line pointer to `--help` are printed to stderr)
  */
 export async function runServeCommand(
   args: readonly string[],
@@ -335,7 +341,7 @@ export async function runServeCommand(
     options = parseServeArgs(args, env);
   } catch (error) {
     process.stderr.write(
-      `runplane serve: ${error instanceof Error ? error.message : String(error)}\n\n${serveUsage}`,
+      `runplane serve: ${error instanceof Error ? error.message : String(error)}\n${helpHint}`,
     );
     return 2;
   }

@@ -5,10 +5,12 @@
  * README's (`…` matches ids and times). `<!-- replay: ... -->` comments tell the replay what a
  * reader does by waiting: `setup` (the test provides BASE_URL and TOKEN), `stream` (the block
  * runs until its output shows what the README shows, then is stopped like Ctrl-C), `wait for
- * <type>` (until the current run logged that event).
+ * <type>` (the block waits by itself until the current run logged that event: the replay starts
+ * it, lets its first request be answered with the clock held, so the event is not there yet,
+ * then moves the clock until the event is logged; a block that did not wait prints too early).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SimulatedClock } from 'xstate';
@@ -103,12 +105,15 @@ describe('README curl walkthrough', () => {
     writeFileSync(state, `BASE_URL=${s.url}\nTOKEN=${s.devToken ?? ''}\n`);
     const read = (name: string) =>
       new RegExp(`^declare -- ${name}="(.*)"$`, 'm').exec(readFileSync(state, 'utf8'))?.[1] ?? '';
-    const runBlock = (script: string) =>
+    // Counts the block's answered curl requests (one line each), for `wait for` steps.
+    const answered = join(dir, 'answered');
+    const countCurl = `curl() { command curl "$@" && echo >> "${answered}"; }\n`;
+    const runBlock = (script: string, prelude = '') =>
       spawn(
         'bash',
         [
           '-c',
-          `set -euo pipefail\nsource "${state}"\n${script}\n` +
+          `set -euo pipefail\nsource "${state}"\n${prelude}${script}\n` +
             `{ declare -p ${variables.join(' ')} 2>/dev/null || true; } > "${state}.next"`,
         ],
         { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
@@ -122,16 +127,8 @@ describe('README curl walkthrough', () => {
       if (step.directive === 'setup') continue;
       const label = `step ${index}: ${step.script.split('\n')[0]}`;
       const waitFor = /^wait for (\S+)$/.exec(step.directive ?? '')?.[1];
-      if (waitFor !== undefined) {
-        const key = { ownerId: 'dev', sessionId: read('SESSION_ID') };
-        const runId = read('RUN_ID');
-        const logged = async () =>
-          (await s.runtime.eventLog.read({}, key, { runId, types: [waitFor] })).length > 0;
-        for (let i = 0; i < 1_000 && !(await logged()); i++) await advance();
-        expect([label, await logged()]).toEqual([label, true]);
-      }
-
-      const child = runBlock(step.script);
+      rmSync(answered, { force: true });
+      const child = runBlock(step.script, waitFor === undefined ? '' : countCurl);
       let stdout = '';
       let stderr = '';
       let wake: (() => void) | undefined;
@@ -146,6 +143,20 @@ describe('README curl walkthrough', () => {
           wake?.();
         }),
       );
+
+      if (waitFor !== undefined) {
+        const key = { ownerId: 'dev', sessionId: read('SESSION_ID') };
+        const runId = read('RUN_ID');
+        const logged = async () =>
+          (await s.runtime.eventLog.read({}, key, { runId, types: [waitFor] })).length > 0;
+        // The block's first request is answered before the clock moves: the event is not there.
+        for (let i = 0; i < 1_000 && !existsSync(answered) && child.exitCode === null; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect([label, await logged()]).toEqual([label, false]);
+        for (let i = 0; i < 1_000 && !(await logged()); i++) await advance();
+        expect([label, await logged()]).toEqual([label, true]);
+      }
 
       if (step.directive === 'stream') {
         const pattern = outputPattern(step.expected ?? '', true);
