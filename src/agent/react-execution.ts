@@ -33,13 +33,7 @@ import {
   type ReActStopReason,
 } from './react-agent-options.js';
 import { notRunContent, runToolCall, toolResult, type ToolOutcome } from './tool-runner.js';
-import {
-  lastTurnStart,
-  reissuedCalls,
-  trailingCutReply,
-  unansweredCalls,
-  type ResumedCalls,
-} from './resumed-turn.js';
+import { resumedStart, type ResumedCalls } from './resumed-turn.js';
 import type { Tool } from './tool.js';
 
 /** Streamed text that has just completed a sentence: `.`, `!` or `?` (maybe quoted) before whitespace. */
@@ -115,29 +109,14 @@ export class ReActExecution {
     } else {
       // A resumed turn: with a session history, the cut run's cancel saved the turn up to its
       // safe point there (the reply so far marked `cancelled`), so the model continues from it.
-      // A carried turn (a cluster's failover) was saved nowhere: it comes with the input.
+      // A carried turn (a cluster's failover), or one whose save failed, comes with the input.
       this.#steps = input.resume.step;
-      const { messages, partial } = input.resume;
-      const pending = unansweredCalls(messages);
-      if (!saveHistory || input.carried === true) {
-        this.#produced.push(...messages);
-        this.#resumedCalls = pending;
-      } else {
-        // The turn so far is in the history, sent as the current turn (never left out as an
-        // older one, README "Agents"); a cut reply's calls have a "cancelled" result there each.
-        this.#turnStart = Math.max(0, lastTurnStart(past));
-        this.#resumedCalls = pending && reissuedCalls(past, pending, createMessageId());
-        this.#reissued = this.#resumedCalls?.reply;
-      }
-      if (input.carried === true && partial !== undefined && partial !== '') {
-        this.#produced.push({
-          role: 'assistant',
-          id: createMessageId(),
-          content: partial,
-          stop: 'cancelled',
-        });
-      }
-      if (input.carried === true) this.#carriedReply = trailingCutReply(this.#produced);
+      const start = resumedStart(input, past, saveHistory);
+      this.#produced.push(...start.produced);
+      this.#resumedCalls = start.calls;
+      this.#reissued = start.reissued;
+      this.#turnStart = start.turnStart;
+      this.#carriedReply = start.carriedReply;
     }
   }
 

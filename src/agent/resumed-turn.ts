@@ -8,12 +8,14 @@
 import { InvalidArgumentError } from '../errors.js';
 import { z } from 'zod';
 import {
+  createMessageId,
   duplicateToolCallId,
   toolCallSchema,
   type AssistantMessage,
   type ChatMessage,
   type ToolCall,
 } from './messages.js';
+import type { ReActResumeInput } from './react-agent-options.js';
 import { notRunContent } from './tool-runner.js';
 
 /** @internal Tool calls of one assistant reply that have no result yet. */
@@ -82,10 +84,10 @@ export function reissuedCalls(
 }
 
 /**
- * @internal The index in `messages` of the last user message that is not a hint: where its last
+ * The index in `messages` of the last user message that is not a hint: where its last
  * turn starts (-1 when it has none).
  */
-export function lastTurnStart(messages: readonly ChatMessage[]): number {
+function lastTurnStart(messages: readonly ChatMessage[]): number {
   return messages.findLastIndex((m) => m.role === 'user' && m.hintId === undefined);
 }
 
@@ -100,10 +102,10 @@ function checkToolCalls(toolCalls: unknown): void {
 }
 
 /**
- * @internal The text of the cut replies (`stop: 'cancelled'`) that end a carried turn's
+ * The text of the cut replies (`stop: 'cancelled'`) that end a carried turn's
  * messages, in order.
  */
-export function trailingCutReply(messages: readonly ChatMessage[]): string {
+function trailingCutReply(messages: readonly ChatMessage[]): string {
   let start = messages.length;
   while (start > 0) {
     const message = messages[start - 1];
@@ -114,4 +116,78 @@ export function trailingCutReply(messages: readonly ChatMessage[]): string {
     .slice(start)
     .map((message) => message.content)
     .join('');
+}
+
+/** @internal Where a resumed turn starts (see {@link resumedStart}). */
+export interface ResumedStart {
+  /** The turn so far, added to the run's own messages: the state's (and its cut partial reply). */
+  readonly produced: ChatMessage[];
+  /** The calls the run runs before its first model call. */
+  readonly calls: ResumedCalls | undefined;
+  /** The reply that asks the calls again ({@link reissuedCalls}), when the history answered them. */
+  readonly reissued: AssistantMessage | undefined;
+  /** Where the current turn starts in the session history (the history policy's current turn). */
+  readonly turnStart: number;
+  /** The cut replies a carried turn continues (its final reply starts with them). */
+  readonly carriedReply: string;
+}
+
+/**
+ * Whether the session history `past` holds the turn `messages` (a resumed state's)
+ * recorded: the cut run's cancel saved it there, unless that save failed (a `session.error`).
+ * Found by the state's last reply id, or, for a state holding only the question, by the
+ * history's last user message.
+ */
+function historyHoldsTurn(past: readonly ChatMessage[], messages: readonly ChatMessage[]): boolean {
+  const reply = messages.findLast((m) => m.role === 'assistant');
+  if (reply !== undefined) return past.some((m) => m.role === 'assistant' && m.id === reply.id);
+  const question = messages.find((m) => m.role === 'user');
+  return (
+    question === undefined || past.findLast((m) => m.role === 'user')?.content === question.content
+  );
+}
+
+/**
+ * @internal Where a resumed turn starts (README "Agents"). From the session history (`past`,
+ * `saveHistory`): the cut saved the turn there, so the run adds nothing and asks the calls the
+ * history answered `cancelled` again. Carried (a cluster's failover), without a history, or when
+ * the history lacks the turn (the cut's save failed): the turn comes from the state, its calls
+ * not run yet run under their own ids, and a carried turn's reply continues its cut replies.
+ *
+ * @param input - the resume input
+ * @param past - the session history the run loaded (empty without one)
+ * @param saveHistory - whether the run reads and saves the session history
+ * @returns {@link ResumedStart}
+ * @throws {@link InvalidArgumentError} (`INVALID_ARGUMENT`) for malformed tool calls (see
+ *   {@link unansweredCalls})
+ */
+export function resumedStart(
+  input: ReActResumeInput,
+  past: readonly ChatMessage[],
+  saveHistory: boolean,
+): ResumedStart {
+  const { messages, partial } = input.resume;
+  const pending = unansweredCalls(messages);
+  const carried = input.carried === true || (saveHistory && !historyHoldsTurn(past, messages));
+  if (saveHistory && !carried) {
+    const calls = pending && reissuedCalls(past, pending, createMessageId());
+    const turnStart = Math.max(0, lastTurnStart(past));
+    return { produced: [], calls, reissued: calls?.reply, turnStart, carriedReply: '' };
+  }
+  const produced = [...messages];
+  if (carried && partial !== undefined && partial !== '') {
+    produced.push({
+      role: 'assistant',
+      id: createMessageId(),
+      content: partial,
+      stop: 'cancelled',
+    });
+  }
+  return {
+    produced,
+    calls: pending,
+    reissued: undefined,
+    turnStart: past.length,
+    carriedReply: carried ? trailingCutReply(produced) : '',
+  };
 }
