@@ -10,6 +10,7 @@
  * @module
  */
 
+import { timelineViewerIndexScript } from './timeline-viewer-index.js';
 import { timelineViewerLabelScript } from './timeline-viewer-labels.js';
 import { timelineViewerLiveScript } from './timeline-viewer-live.js';
 
@@ -31,7 +32,7 @@ export const timelineViewerScript = String.raw`
 
   var $ = function (id) { return document.getElementById(id); };
   var WINDOW_MS = 60000;   // the "recent" view: the last minute
-  var model = { actors: new Map(), count: 0, t0: Infinity, t1: -Infinity, lastId: 0 };
+  var model = emptyModel(); // see the index part below
   var px = null;          // pixels per ms; null = fit to width
   var userZoomed = false;
   var view = 'all';        // 'recent' (the last minute, following new activity) or 'all'
@@ -56,7 +57,7 @@ export const timelineViewerScript = String.raw`
   }
 
   function reset() {
-    model = { actors: new Map(), count: 0, t0: Infinity, t1: -Infinity, lastId: 0 };
+    model = emptyModel();
     px = null; userZoomed = false; origin = 0;
   }
 
@@ -64,11 +65,15 @@ export const timelineViewerScript = String.raw`
     var key = tr.actor + '\u0000' + tr.id;
     var actor = model.actors.get(key);
     if (!actor) {
-      actor = { kind: tr.actor, id: tr.id, parentId: tr.parentId || null, steps: [], order: model.actors.size };
+      actor = { kind: tr.actor, id: tr.id, parentId: tr.parentId || null, steps: [], order: model.actors.size,
+        segs: [] };
+      actor.byTime = actor.steps;
       model.actors.set(key, actor);
+      model.layout = null;
     }
-    if (tr.parentId && !actor.parentId) actor.parentId = tr.parentId;
-    actor.steps.push(tr);
+    if (tr.parentId && !actor.parentId) { actor.parentId = tr.parentId; model.layout = null; }
+    actor.steps.push(tr); // arrival order
+    indexStep(actor, tr);
     model.count++;
     if (tr.t < model.t0) model.t0 = tr.t;
     if (tr.t > model.t1) model.t1 = tr.t;
@@ -194,7 +199,7 @@ export const timelineViewerScript = String.raw`
     lane.dataset.laneId = actor.id;
     lane.dataset.actor = actor.kind;
     lane.style.setProperty('--depth', String(item.depth));
-    var steps = actor.steps.slice().sort(function (x, y) { return x.t - y.t; });
+    var steps = actor.byTime;
     var last = steps[steps.length - 1];
     lane.dataset.state = last.to;
     lane.dataset.status = last.to.split('.')[0];
@@ -211,28 +216,24 @@ export const timelineViewerScript = String.raw`
     lane.appendChild(label);
     var track = el('div', 'track');
     // A segment per state entered (session states that look alike merge); a step that kept the
-    // state (an interrupt) only adds a marker.
-    var segs = [];
-    steps.forEach(function (step, i) {
-      var prev = segs[segs.length - 1];
-      if (i === 0 || (step.to !== prev.to && display(actor, step.to) !== display(actor, prev.to))) segs.push(step);
-    });
-    segs.forEach(function (step, i) {
-      var next = segs[i + 1];
+    // state (an interrupt) only adds a marker. Tracks start at the view's origin: a segment that
+    // ended before it is not drawn (those come first: the search skips them), one that began
+    // before it is cut at it.
+    var segs = segmentsOf(actor);
+    for (var i = Math.max(0, searchTime(segs, origin, false) - 1); i < segs.length; i++) {
+      var step = segs[i], next = segs[i + 1];
+      var stop = next ? next.t : end;
+      if (stop < origin || (!next && TERMINAL[step.to] === 1 && step.t < origin)) continue;
       var look = display(actor, step.to);
       var seg = el('div', 'seg st-' + look + (!next && TERMINAL[step.to] === 1 ? ' terminal' : ''), look);
       seg.dataset.state = step.to;
       seg.dataset.display = look;
-      // Tracks start at the view's origin: a segment that ended before it is not drawn, one
-      // that began before it is cut at it.
-      var stop = next ? next.t : end;
-      if (stop < origin || (!next && TERMINAL[step.to] === 1 && step.t < origin)) return;
       seg.style.setProperty('--start', String(Math.max(step.t, origin) - origin));
       seg.style.setProperty('--len', String(Math.max(0, stop - Math.max(step.t, origin))));
       seg.dataset.tip = String(tips.push(tipFor(actor, step, next, end)) - 1);
       track.appendChild(seg);
-    });
-    steps.forEach(function (step) {
+    }
+    steps.slice(searchTime(steps, origin, false)).forEach(function (step) {
       // Markers show requests; a safe point where a pending cancel lands is not a new one.
       var kind = step.cause ? MARKERS[step.cause] : undefined;
       if (!kind || step.from === null || step.event === 'run.safe_point' || step.t < origin) return;
@@ -285,23 +286,6 @@ export const timelineViewerScript = String.raw`
     return span > 0 ? trackWidth() / span : 1;
   }
 
-  /** The left edge of the recent view: where activity begins within the last minute. */
-  function recentOrigin(end) {
-    var from = Math.max(model.t0, end - WINDOW_MS), first = Infinity;
-    model.actors.forEach(function (a) {
-      a.steps.forEach(function (step) { if (step.t >= from && step.t < first) first = step.t; });
-    });
-    if (first === Infinity) return from;
-    return Math.max(from, first - (end - first) * 0.05);
-  }
-
-  /** Whether a lane has anything to show from origin on: activity there, or a live state. */
-  function inView(actor) {
-    var last = actor.steps[actor.steps.length - 1];
-    if (last.t >= origin) return true;
-    return actor.kind === 'run' ? TERMINAL[last.to] !== 1 : last.to !== 'idle';
-  }
-
   function setView(next) {
     view = next;
     userZoomed = false;
@@ -335,16 +319,11 @@ export const timelineViewerScript = String.raw`
     if (px === null || !userZoomed) px = fitPx(span);
     document.documentElement.style.setProperty('--px', String(px));
     document.documentElement.style.setProperty('--span', String(span));
-    var groups = layout();
+    var inViewNow = lanesInView(); // only what is in view, in lane order (the index part below)
     var frag = document.createDocumentFragment();
-    var runCount = 0, hidden = 0, shownGroups = 0;
-    groups.forEach(function (g) {
-      var lanes = g.lanes.filter(function (item) {
-        var shown = inView(item.actor);
-        if (!shown && item.actor.kind === 'run') hidden++;
-        return shown || item.actor.kind === 'session';
-      });
-      if (!lanes.some(function (item) { return item.actor.kind !== 'session' || inView(item.actor); })) return;
+    var runCount = 0, shownGroups = 0;
+    inViewNow.groups.forEach(function (g) {
+      var lanes = g.lanes;
       shownGroups++;
       var section = el('section', 'group');
       section.dataset.session = g.key;
@@ -364,6 +343,7 @@ export const timelineViewerScript = String.raw`
       });
       frag.appendChild(section);
     });
+    var hidden = inViewNow.runLanes - runCount;
     if (hidden > 0) {
       var note = el('div', '', hidden + (hidden === 1 ? ' run' : ' runs') + ' ended before this view; press “All” to see them.');
       note.id = 'hidden-note';
@@ -469,6 +449,7 @@ export const timelineViewerScript = String.raw`
   }
 
 ${timelineViewerLabelScript}
+${timelineViewerIndexScript}
 ${timelineViewerLiveScript}
   legend();
   if (window.innerWidth < 600) $('legend-box').open = false; // small screens: lanes first
