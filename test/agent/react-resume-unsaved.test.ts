@@ -6,15 +6,14 @@
  * question, the pending tool call runs, and the history gets the whole turn once.
  */
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { CancelMode } from '../../machines/cancel-request.js';
 import { createScriptedModel } from '../../src/agent/scripted-model.js';
 import { createReActAgent, type ReActSafePointState } from '../../src/agent/react-agent.js';
-import { defineTool } from '../../src/agent/tool.js';
 import { createMemorySessionStore } from '../../src/stores/memory-session-store.js';
 import type { SessionStore } from '../../src/stores/session-store.js';
 import { StoreFailedError } from '../../src/errors.js';
 import {
+  countedWeather,
   deferred,
   eventsOf,
   expectNoHalfToolCalls,
@@ -52,16 +51,7 @@ describe('createReActAgent: a turn resumed from a history that lacks it', () => 
   it('starts from the state: the model reads the question and the pending call runs once', async () => {
     const sessionStore = flakyStore();
     const { runtime } = setup({ stores: { sessionStore } });
-    const ran: string[] = [];
-    const weather = defineTool({
-      name: 'weather',
-      description: 'Weather of a city',
-      parameters: z.object({ city: z.string() }),
-      execute: ({ city }) => {
-        ran.push(city);
-        return `sunny in ${city}`;
-      },
-    });
+    const { ran, tool: weather } = countedWeather();
     const model = createScriptedModel([
       { toolCalls: [{ id: 'tu-1', name: 'weather', args: { city: 'Lima' } }] },
       { text: ['It is sunny.'] },

@@ -26,6 +26,27 @@ async function expectError(response: Response, status: number, code?: string) {
   if (code !== undefined) expect(body.error?.code).toBe(code);
 }
 
+/**
+ * Posts a `user.message` to a new session of a service whose session access refuses it with
+ * `refusal`: thrown on this instance, or carried as data over a cluster's command Stream.
+ */
+async function postRefused(refusal: RunplaneError, via: 'thrown' | 'carried'): Promise<Response> {
+  t = createTestService({
+    sessionAccess: (local) => ({
+      ...local,
+      execute: async (command) => {
+        if (command.type !== 'session.apply_events') return local.execute(command);
+        if (via === 'thrown') throw refusal;
+        throw HttpError.fromData(JSON.parse(JSON.stringify(toHttpError(refusal).toData())));
+      },
+    }),
+  });
+  const id = await t.createSession();
+  return t.request('POST', `/api/sessions/${id}/events`, {
+    body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
+  });
+}
+
 describe('history bound', () => {
   /**
    * A cluster's session store refuses a write past its history bounds with
@@ -36,20 +57,7 @@ describe('history bound', () => {
   for (const via of ['thrown', 'carried'] as const) {
     it(`answers 413 history_too_large naming the bound, not 500 (${via})`, async () => {
       const refusal = new HistoryTooLargeError('alice', 's', 'history', 67_108_864, 67_200_000);
-      t = createTestService({
-        sessionAccess: (local) => ({
-          ...local,
-          execute: async (command) => {
-            if (command.type !== 'session.apply_events') return local.execute(command);
-            if (via === 'thrown') throw refusal;
-            throw HttpError.fromData(JSON.parse(JSON.stringify(toHttpError(refusal).toData())));
-          },
-        }),
-      });
-      const id = await t.createSession();
-      const response = await t.request('POST', `/api/sessions/${id}/events`, {
-        body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
-      });
+      const response = await postRefused(refusal, via);
       expect(response.status).toBe(413);
       expect(await response.json()).toEqual({
         error: {
@@ -75,20 +83,7 @@ describe('session moved', () => {
   for (const via of ['thrown', 'carried'] as const) {
     it(`answers 503 session_moved with Retry-After (${via})`, async () => {
       const refusal = new StaleFenceError('alice', 's', 3, 'deadline_passed');
-      t = createTestService({
-        sessionAccess: (local) => ({
-          ...local,
-          execute: async (command) => {
-            if (command.type !== 'session.apply_events') return local.execute(command);
-            if (via === 'thrown') throw refusal;
-            throw HttpError.fromData(JSON.parse(JSON.stringify(toHttpError(refusal).toData())));
-          },
-        }),
-      });
-      const id = await t.createSession();
-      const response = await t.request('POST', `/api/sessions/${id}/events`, {
-        body: { events: [{ type: 'user.message', payload: { text: 'hi' } }] },
-      });
+      const response = await postRefused(refusal, via);
       // Before: 503 without Retry-After, unlike the cluster's other 5xx answers.
       expect(response.status).toBe(503);
       expect(response.headers.get('retry-after')).toBe('1');
